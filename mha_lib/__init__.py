@@ -1,0 +1,68 @@
+"""mha_lib: multi-head attention, one concept at a time.
+
+Read the package top-down in the order the chapters teach it:
+
+    functional.py   scores -> scaling -> softmax -> heads -> kernels (pure functions)
+    masks.py        causal and padding masks, and converters between mask conventions
+    modules.py      SelfAttention -> CausalAttention -> wrapper -> MultiHeadAttention -> fused
+    conversions.py  move weights between those layers (and into nn.MultiheadAttention)
+    data.py         the small inputs the notebooks use;  runtime.py  device and reproducibility
+    printing.py     ``show``: device-independent printing;  plotting.py  per-head heatmaps (lazy matplotlib)
+"""
+
+from .conversions import fused_from_split, split_from_wrapper, torch_mha_from
+from .data import JOURNEY_TOKENS, embed_tokens, journey_batch, journey_inputs, tokenize, toy_sentence
+from .functional import (
+    KERNELS,
+    attention_scores,
+    explicit_attention,
+    masked_softmax,
+    merge_heads,
+    merge_heads_flat,
+    scale_factor,
+    scale_scores,
+    sdpa_attention,
+    split_heads,
+    split_heads_flat,
+    stable_softmax,
+)
+from .masks import (
+    additive_mask,
+    causal_mask,
+    combine_masks,
+    invert_mask,
+    mask_from_key_padding,
+    mask_from_valid_lens,
+)
+from .modules import (
+    CausalAttention,
+    FusedMultiHeadAttention,
+    MultiHeadAttention,
+    MultiHeadAttentionWrapper,
+    SelfAttention,
+)
+from .printing import show
+from .runtime import get_device, make_reproducible
+from .validation import divisors
+
+__version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # matplotlib is heavy: load the plotting module on first use only
+    if name == "plot_heads":
+        from .plotting import plot_heads
+
+        return plot_heads
+    raise AttributeError(f"module 'mha_lib' has no attribute {name!r}")
+
+
+__all__ = [
+    "CausalAttention", "FusedMultiHeadAttention", "JOURNEY_TOKENS", "KERNELS", "MultiHeadAttention",
+    "MultiHeadAttentionWrapper", "SelfAttention", "additive_mask", "attention_scores", "causal_mask",
+    "combine_masks", "divisors", "embed_tokens", "explicit_attention", "fused_from_split", "get_device",
+    "invert_mask", "journey_batch", "journey_inputs", "make_reproducible", "mask_from_key_padding",
+    "mask_from_valid_lens", "masked_softmax", "merge_heads", "merge_heads_flat", "plot_heads", "scale_factor",
+    "scale_scores", "sdpa_attention", "show", "split_from_wrapper", "split_heads", "split_heads_flat",
+    "stable_softmax", "tokenize", "torch_mha_from", "toy_sentence",
+]

@@ -1,0 +1,89 @@
+"""Move weights between the layers, to prove that they compute the same function.
+
+A ``Linear(d_in, d_out)`` stores its weight as ``(d_out, d_in)``: one *row* per output feature. Stacking the
+rows of H one-head projections therefore gives one wide projection whose output, cut into H slices of width Dh,
+is exactly the H heads' outputs. That is the whole idea behind "weight splitting".
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .modules import FusedMultiHeadAttention, MultiHeadAttention, MultiHeadAttentionWrapper
+
+
+def _copy_(target: torch.Tensor, source: torch.Tensor) -> None:
+    with torch.no_grad():
+        target.copy_(source)
+
+
+def split_from_wrapper(wrapper: MultiHeadAttentionWrapper) -> MultiHeadAttention:
+    """A ``MultiHeadAttention`` computing what ``wrapper`` computes.
+
+    Head ``h``'s ``W_query`` rows become rows ``h·Dh … (h+1)·Dh`` of the new ``W_query`` (same for K and V).
+    The wrapper has no output projection, so ``out_proj`` is set to the identity with zero bias.
+    """
+    if not isinstance(wrapper, MultiHeadAttentionWrapper):
+        raise TypeError(f"wrapper must be a MultiHeadAttentionWrapper, got {type(wrapper).__name__}")
+    first = wrapper.heads[0]
+    H, Dh = wrapper.num_heads, first.d_out
+    weight = first.W_query.weight
+    mha = MultiHeadAttention(
+        first.d_in, H * Dh, first.context_length, first.dropout_p, H, qkv_bias=first.W_query.bias is not None
+    ).to(device=weight.device, dtype=weight.dtype)
+    for name in ("W_query", "W_key", "W_value"):
+        target = getattr(mha, name)
+        _copy_(target.weight, torch.cat([getattr(h, name).weight for h in wrapper.heads]))  # H × (Dh, d_in)
+        if target.bias is not None:
+            _copy_(target.bias, torch.cat([getattr(h, name).bias for h in wrapper.heads]))  # H × (Dh,)
+    _copy_(mha.out_proj.weight, torch.eye(H * Dh))
+    _copy_(mha.out_proj.bias, torch.zeros(H * Dh))
+    return mha
+
+
+def fused_from_split(mha: MultiHeadAttention) -> FusedMultiHeadAttention:
+    """A ``FusedMultiHeadAttention`` with ``W_qkv`` = the rows of ``W_query``, ``W_key``, ``W_value`` stacked."""
+    if not isinstance(mha, MultiHeadAttention):
+        raise TypeError(f"mha must be a MultiHeadAttention, got {type(mha).__name__}")
+    if mha.d_kv_in != mha.d_in:
+        raise ValueError(f"a fused layer needs d_kv_in == d_in (one input feeds Q, K and V), got {mha.d_kv_in}")
+    weight = mha.W_query.weight
+    fused = FusedMultiHeadAttention(
+        mha.d_in, mha.d_out, mha.context_length, mha.dropout_p, mha.num_heads,
+        qkv_bias=mha.W_query.bias is not None, kernel=mha.kernel, causal=mha.causal,
+    ).to(device=weight.device, dtype=weight.dtype)
+    projections = (mha.W_query, mha.W_key, mha.W_value)
+    _copy_(fused.W_qkv.weight, torch.cat([p.weight for p in projections]))  # 3 × (D, d_in) -> (3·D, d_in)
+    if fused.W_qkv.bias is not None:
+        _copy_(fused.W_qkv.bias, torch.cat([p.bias for p in projections]))  # 3 × (D,) -> (3·D,)
+    fused.out_proj.load_state_dict(mha.out_proj.state_dict())
+    return fused
+
+
+def torch_mha_from(mha: MultiHeadAttention) -> nn.MultiheadAttention:
+    """PyTorch's ``nn.MultiheadAttention`` (``batch_first=True``) holding ``mha``'s weights.
+
+    PyTorch's layer needs ``d_in == d_out`` (its ``embed_dim``). It has no causal flag: pass
+    ``attn_mask=mha_lib.invert_mask(mha_lib.causal_mask(T))`` yourself (its boolean masks mean *blocked*).
+    """
+    if not isinstance(mha, MultiHeadAttention):
+        raise TypeError(f"mha must be a MultiHeadAttention, got {type(mha).__name__}")
+    if mha.d_in != mha.d_out:
+        raise ValueError(f"nn.MultiheadAttention needs d_in == d_out (embed_dim), got {mha.d_in} and {mha.d_out}")
+    weight = mha.W_query.weight
+    ref = nn.MultiheadAttention(
+        mha.d_out, mha.num_heads, dropout=mha.dropout_p, bias=True, batch_first=True,
+        kdim=mha.d_kv_in, vdim=mha.d_kv_in,
+    ).to(device=weight.device, dtype=weight.dtype)
+    projections = (mha.W_query, mha.W_key, mha.W_value)
+    if ref._qkv_same_embed_dim:
+        _copy_(ref.in_proj_weight, torch.cat([p.weight for p in projections]))  # 3 × (D, D) -> (3·D, D)
+    else:
+        for name, p in zip(("q_proj_weight", "k_proj_weight", "v_proj_weight"), projections):
+            _copy_(getattr(ref, name), p.weight)
+    biases = [p.bias if p.bias is not None else torch.zeros_like(weight[:, 0]) for p in projections]
+    _copy_(ref.in_proj_bias, torch.cat(biases))  # 3 × (D,) -> (3·D,)
+    _copy_(ref.out_proj.weight, mha.out_proj.weight)
+    _copy_(ref.out_proj.bias, mha.out_proj.bias)
+    return ref

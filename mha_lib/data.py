@@ -1,0 +1,66 @@
+"""Small, fixed inputs shared by the notebooks and the tests."""
+
+from __future__ import annotations
+
+import re
+import zlib
+
+import torch
+
+from .validation import check_positive_int
+
+#: The six tokens of the running example of *Build a Large Language Model (From Scratch)*, chapter 3.
+JOURNEY_TOKENS = ("Your", "journey", "starts", "with", "one", "step")
+
+# Its hand-picked 3-D embeddings, one row per token (the book prints every result from these).
+_JOURNEY_EMBEDDINGS = (
+    (0.43, 0.15, 0.89),
+    (0.55, 0.87, 0.66),
+    (0.57, 0.85, 0.64),
+    (0.22, 0.58, 0.33),
+    (0.77, 0.25, 0.10),
+    (0.05, 0.80, 0.55),
+)
+
+
+def journey_inputs() -> torch.Tensor:
+    """The book's inputs, shape ``(6, 3)``: "Your journey starts with one step"."""
+    return torch.tensor(_JOURNEY_EMBEDDINGS)
+
+
+def journey_batch(batch_size: int = 2) -> torch.Tensor:
+    """``batch_size`` copies of ``journey_inputs()`` stacked, shape ``(batch_size, 6, 3)``, as in the book."""
+    batch_size = check_positive_int("batch_size", batch_size)
+    return journey_inputs().expand(batch_size, -1, -1).clone()  # (6, 3) -> (B, 6, 3)
+
+
+def tokenize(text: str) -> list[str]:
+    """Words and punctuation marks, in order: ``"Hi, you."`` -> ``["Hi", ",", "you", "."]``."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    tokens = re.findall(r"\w+|[^\w\s]", text)
+    if not tokens:
+        raise ValueError(f"text must contain at least one word or symbol, got {text!r}")
+    return tokens
+
+
+def embed_tokens(tokens, d_model: int, *, seed: int = 0) -> torch.Tensor:
+    """A fixed random embedding per distinct token, shape ``(len(tokens), d_model)``.
+
+    Stands in for a trained embedding table: the same token always gets the same vector (for a given
+    ``seed``), drawn on the CPU from N(0, 1) so that every machine gets the same numbers.
+    """
+    d_model = check_positive_int("d_model", d_model)
+    rows = []
+    for token in tokens:
+        generator = torch.Generator().manual_seed(seed * 1_000_003 + zlib.crc32(token.encode("utf-8")))
+        rows.append(torch.randn(d_model, generator=generator))
+    if not rows:
+        raise ValueError("tokens must not be empty")
+    return torch.stack(rows)  # T × (d_model,) -> (T, d_model)
+
+
+def toy_sentence(text: str = "Your journey starts with one step", d_model: int = 16, *, seed: int = 0):
+    """``(tokens, embeddings)`` for a sentence: its token labels and a ``(T, d_model)`` embedding."""
+    tokens = tokenize(text)
+    return tokens, embed_tokens(tokens, d_model, seed=seed)

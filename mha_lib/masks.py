@@ -1,0 +1,100 @@
+"""Attention masks: which keys each query may look at.
+
+mha_lib speaks one convention internally, the one of ``F.scaled_dot_product_attention``:
+
+    a **keep mask** is a ``torch.bool`` tensor, broadcastable to the scores ``(..., T, S)``,
+    where ``True`` means "this query may attend to this key".
+
+Other code writes masks differently. The converters below translate, so a student can line them up:
+
+=============================================  ========================  ====================================
+convention                                     who uses it               convert with
+=============================================  ========================  ====================================
+``triu(ones, diagonal=1) == 1`` -> blocked     LLMs-from-scratch (000)   ``invert_mask``
+``tril(ones) == 0`` -> blocked                 nanoGPT (003)             ``invert_mask`` of the ``tril`` mask
+``valid_lens`` (B,) or (B, T), fill -1e6       D2L (004)                 ``mask_from_valid_lens``
+key padding ``(B, S)``, ``True`` = padded      seed 001, nn.MultiheadAttn ``mask_from_key_padding``
+boolean, ``True`` = attend                     F.scaled_dot_product_attn  (this is the keep mask)
+float, 0 = attend, ``-inf`` = blocked          additive masks             ``additive_mask``
+=============================================  ========================  ====================================
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .validation import check_bool_mask, check_positive_int, check_tensor
+
+Tensor = torch.Tensor
+
+
+def causal_mask(num_queries: int, num_keys: int | None = None, *, device=None) -> Tensor:
+    """Keep mask ``(T, S)``: query ``t`` may see keys ``0..t`` (itself included, never the future).
+
+    The diagonal is *kept*: masking it too (as seed 002 suggests) leaves query 0 with nothing to attend to.
+    With ``T != S`` the triangle starts at the top-left corner, as ``is_causal=True`` does in PyTorch.
+    """
+    num_queries = check_positive_int("num_queries", num_queries)
+    num_keys = num_queries if num_keys is None else check_positive_int("num_keys", num_keys)
+    return torch.ones(num_queries, num_keys, dtype=torch.bool, device=device).tril()
+
+
+def invert_mask(mask: Tensor) -> Tensor:
+    """Blocked mask <-> keep mask (``True`` = blocked, as in ``nn.MultiheadAttention``, becomes ``True`` = keep)."""
+    check_tensor("mask", mask)
+    return ~mask.bool()
+
+
+def mask_from_valid_lens(valid_lens: Tensor, num_queries: int, num_keys: int) -> Tensor:
+    """D2L's ``valid_lens`` as a keep mask ``(B, 1, T, S)``, ready to broadcast over heads.
+
+    ``valid_lens`` is ``(B,)`` (every query of sequence ``b`` sees its first ``valid_lens[b]`` keys) or ``(B, T)``
+    (one length per query). A length of 0 leaves a row with nothing to attend to (see ``masked_softmax``).
+    """
+    check_tensor("valid_lens", valid_lens)
+    if valid_lens.is_floating_point() or valid_lens.dtype == torch.bool or valid_lens.is_complex():
+        raise TypeError(f"valid_lens must be an integer tensor, got dtype {valid_lens.dtype}")
+    if valid_lens.dim() == 1:
+        lens = valid_lens[:, None]  # (B,) -> (B, 1): one length shared by all T queries
+    elif valid_lens.dim() == 2:
+        if valid_lens.shape[1] != num_queries:
+            raise ValueError(
+                f"valid_lens of shape (B, T) must have T = {num_queries} (the number of queries), "
+                f"got shape ({valid_lens.shape[0]}, {valid_lens.shape[1]})"
+            )
+        lens = valid_lens
+    else:
+        raise ValueError(f"valid_lens must be 1-D (B,) or 2-D (B, T), got {valid_lens.dim()}-D")
+    if lens.numel() and (lens.min() < 0 or lens.max() > num_keys):
+        raise ValueError(
+            f"valid_lens must lie in [0, {num_keys}] (the number of keys), "
+            f"got values from {int(lens.min())} to {int(lens.max())}"
+        )
+    positions = torch.arange(num_keys, device=valid_lens.device)  # (S,)
+    keep = positions[None, None, :] < lens[:, :, None]  # (B, 1 or T, S)
+    return keep.expand(-1, num_queries, -1)[:, None]  # (B, T, S) -> (B, 1, T, S)
+
+
+def mask_from_key_padding(key_padding_mask: Tensor, batch_size: int, num_keys: int) -> Tensor:
+    """Seed 001's / ``nn.MultiheadAttention``'s key padding mask ``(B, S)``, ``True`` = padded, as a keep mask
+    ``(B, 1, 1, S)`` (one row broadcast over heads and queries)."""
+    check_bool_mask("key_padding_mask", key_padding_mask, (batch_size, num_keys), "(B, S)")
+    return ~key_padding_mask[:, None, None, :]  # (B, S) -> (B, 1, 1, S)
+
+
+def additive_mask(keep: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
+    """Keep mask -> float mask to *add* to the scores: 0 where kept, ``-inf`` where blocked."""
+    check_tensor("keep", keep)
+    if keep.dtype != torch.bool:
+        raise TypeError(f"keep must be a torch.bool keep mask, got dtype {keep.dtype}")
+    zeros = torch.zeros(keep.shape, dtype=dtype, device=keep.device)
+    return zeros.masked_fill(~keep, float("-inf"))
+
+
+def combine_masks(*masks: Tensor | None) -> Tensor | None:
+    """Logical AND of keep masks (``None`` = no restriction), broadcasting their shapes."""
+    result = None
+    for mask in masks:
+        if mask is not None:
+            result = mask if result is None else result & mask
+    return result

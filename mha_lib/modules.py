@@ -1,0 +1,300 @@
+"""Attention modules, from one head to the fused multi-head layer.
+
+The modules only *project* and *reshape*; the attention itself is a kernel from ``functional.py``:
+
+    SelfAttention              one head, no mask                             (chapter 1)
+    CausalAttention            one head, causal mask kept in a buffer        (chapter 2, one head of the wrapper)
+    MultiHeadAttentionWrapper  H independent CausalAttention heads, concat   (chapter 2)
+    MultiHeadAttention         one projection per Q/K/V split into H heads   (chapter 3 onwards)
+    FusedMultiHeadAttention    one projection for Q, K and V together        (chapter 3, as in nanoGPT)
+
+Constructor arguments follow *Build a Large Language Model (From Scratch)* (seed 000) so that its code and its
+printed numbers carry over. Beware its naming trap: in ``MultiHeadAttentionWrapper`` ``d_out`` is the width of
+*one head* (the output is ``num_heads * d_out`` wide); in ``MultiHeadAttention`` it is the *total* width.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .functional import KERNELS, explicit_attention, merge_heads, split_heads
+from .masks import causal_mask, mask_from_key_padding, mask_from_valid_lens
+from .validation import (
+    check_divisible,
+    check_matches_weights,
+    check_positive_int,
+    check_probability,
+    check_sequence,
+)
+
+Tensor = torch.Tensor
+
+
+def _check_bias_flag(qkv_bias) -> bool:
+    if not isinstance(qkv_bias, bool):
+        raise TypeError(f"qkv_bias must be True or False, got {type(qkv_bias).__name__} {qkv_bias!r}")
+    return qkv_bias
+
+
+class SelfAttention(nn.Module):
+    """One attention head without a mask: every token looks at every token.
+
+    Accepts one sequence ``(T, d_in)`` or a batch ``(B, T, d_in)``; returns ``(..., T, d_out)``.
+    """
+
+    def __init__(self, d_in: int, d_out: int, qkv_bias: bool = False):
+        super().__init__()
+        self.d_in = check_positive_int("d_in", d_in)
+        self.d_out = check_positive_int("d_out", d_out)
+        qkv_bias = _check_bias_flag(qkv_bias)
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+
+    def forward(self, x: Tensor, *, return_weights: bool = False):
+        unbatched = isinstance(x, Tensor) and x.dim() == 2
+        x = x.unsqueeze(0) if unbatched else x  # (T, d_in) -> (1, T, d_in)
+        check_sequence("x", x, self.d_in)
+        check_matches_weights("x", x, self.W_query.weight)
+        q, k, v = self.W_query(x), self.W_key(x), self.W_value(x)  # (B, T, d_out) each
+        context, weights = explicit_attention(q, k, v)  # (B, T, d_out), (B, T, T)
+        if unbatched:
+            context, weights = context[0], weights[0]
+        return (context, weights) if return_weights else context
+
+
+class CausalAttention(nn.Module):
+    """One causal head: token ``t`` attends to tokens ``0..t`` only.
+
+    The causal mask is built once for ``context_length`` tokens and kept as a buffer (it follows the module
+    to the GPU with ``.to(device)``); each call cuts the top-left ``T × T`` corner out of it.
+    Input ``(B, T, d_in)`` with ``T <= context_length``; output ``(B, T, d_out)``.
+    """
+
+    def __init__(self, d_in: int, d_out: int, context_length: int, dropout: float, qkv_bias: bool = False):
+        super().__init__()
+        self.d_in = check_positive_int("d_in", d_in)
+        self.d_out = check_positive_int("d_out", d_out)
+        self.context_length = check_positive_int("context_length", context_length)
+        self.dropout_p = check_probability("dropout", dropout)
+        qkv_bias = _check_bias_flag(qkv_bias)
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        # not persistent: it is derived from context_length, so it stays out of the state_dict
+        self.register_buffer("causal_mask", causal_mask(context_length), persistent=False)
+
+    def forward(self, x: Tensor, *, return_weights: bool = False):
+        check_sequence("x", x, self.d_in, max_len=self.context_length)
+        check_matches_weights("x", x, self.W_query.weight)
+        T = x.shape[1]
+        q, k, v = self.W_query(x), self.W_key(x), self.W_value(x)  # (B, T, d_out) each
+        context, weights = explicit_attention(
+            q, k, v, mask=self.causal_mask[:T, :T], dropout_p=self.dropout_p if self.training else 0.0
+        )  # (B, T, d_out), (B, T, T)
+        return (context, weights) if return_weights else context
+
+    def extra_repr(self) -> str:
+        return f"context_length={self.context_length}, dropout={self.dropout_p}"
+
+
+class MultiHeadAttentionWrapper(nn.Module):
+    """``num_heads`` independent ``CausalAttention`` heads whose outputs are concatenated.
+
+    ``d_out`` is the width of **one head**: the output is ``(B, T, num_heads * d_out)``.
+    Each head has its own three projections and its own small matmuls: simple, and slow.
+    """
+
+    def __init__(
+        self, d_in: int, d_out: int, context_length: int, dropout: float, num_heads: int, qkv_bias: bool = False
+    ):
+        super().__init__()
+        num_heads = check_positive_int("num_heads", num_heads)
+        self.heads = nn.ModuleList(
+            [CausalAttention(d_in, d_out, context_length, dropout, qkv_bias) for _ in range(num_heads)]
+        )
+
+    @property
+    def num_heads(self) -> int:
+        return len(self.heads)
+
+    def forward(self, x: Tensor, *, return_weights: bool = False):
+        per_head = [head(x, return_weights=True) for head in self.heads]
+        context = torch.cat([c for c, _ in per_head], dim=-1)  # H × (B, T, d_out) -> (B, T, H·d_out)
+        if not return_weights:
+            return context
+        weights = torch.stack([w for _, w in per_head], dim=1)  # H × (B, T, T) -> (B, H, T, T)
+        return context, weights
+
+
+class _MultiHeadBase(nn.Module):
+    """What the split and the fused layers share: argument checks, masks, kernel call, head merge, out_proj.
+
+    Subclasses create their projections and turn inputs into ``q (B, H, T, Dh)`` and ``k, v (B, H, S, Dh)``.
+    """
+
+    def __init__(
+        self, d_in: int, d_out: int, context_length: int, dropout: float, num_heads: int, kernel: str, causal: bool
+    ):
+        super().__init__()
+        self.d_in = check_positive_int("d_in", d_in)
+        self.d_out = check_positive_int("d_out", d_out)
+        self.context_length = check_positive_int("context_length", context_length)
+        self.dropout_p = check_probability("dropout", dropout)
+        self.num_heads = check_positive_int("num_heads", num_heads)
+        check_divisible("d_out", d_out, "num_heads", num_heads)
+        self.head_dim = d_out // num_heads
+        if not isinstance(kernel, str) or kernel not in KERNELS:
+            raise ValueError(f"kernel must be one of {sorted(KERNELS)}, got {kernel!r}")
+        self.kernel = kernel
+        if not isinstance(causal, bool):
+            raise TypeError(f"causal must be True or False, got {type(causal).__name__} {causal!r}")
+        self.causal = causal
+
+    def _check_return_weights(self, return_weights: bool) -> None:
+        if return_weights and self.kernel == "sdpa":
+            raise ValueError(
+                "return_weights=True needs kernel='explicit': the fused kernel behind kernel='sdpa' never "
+                "materialises the attention weights"
+            )
+
+    def _padding_mask(self, key_padding_mask, valid_lens, B: int, T: int, S: int, device) -> Tensor | None:
+        if key_padding_mask is not None and valid_lens is not None:
+            raise ValueError("pass either key_padding_mask or valid_lens, not both: they describe the same padding")
+        if key_padding_mask is not None:
+            return mask_from_key_padding(key_padding_mask, B, S).to(device)  # (B, 1, 1, S)
+        if valid_lens is not None:
+            keep = mask_from_valid_lens(valid_lens, T, S)  # (B, 1, T, S)
+            if keep.shape[0] != B:
+                raise ValueError(
+                    f"valid_lens must have one entry per sequence, shape ({B},) or ({B}, {T}), "
+                    f"got {tuple(valid_lens.shape)}"
+                )
+            return keep.to(device)
+        return None
+
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, key_padding_mask, valid_lens, return_weights: bool):
+        B, _, T, _ = q.shape
+        S = k.shape[2]
+        padding = self._padding_mask(key_padding_mask, valid_lens, B, T, S, q.device)
+        context, weights = KERNELS[self.kernel](
+            q, k, v, mask=padding, dropout_p=self.dropout_p if self.training else 0.0, is_causal=self.causal
+        )  # (B, H, T, Dh), (B, H, T, S) or None
+        out = self.out_proj(merge_heads(context))  # (B, H, T, Dh) -> (B, T, D) -> (B, T, D)
+        return (out, weights) if return_weights else out
+
+    def extra_repr(self) -> str:
+        return (
+            f"num_heads={self.num_heads}, head_dim={self.head_dim}, context_length={self.context_length}, "
+            f"dropout={self.dropout_p}, causal={self.causal}, kernel={self.kernel!r}"
+        )
+
+
+class MultiHeadAttention(_MultiHeadBase):
+    """Multi-head attention with one projection per Q, K, V, split into heads by reshaping.
+
+    ``d_out`` is the **total** width; each of the ``num_heads`` heads gets ``d_out // num_heads`` of it.
+
+    forward(x, kv=None, *, key_padding_mask=None, valid_lens=None, return_weights=False)
+        x   ``(B, T, d_in)``: the queries' sequence.
+        kv  ``(B, S, d_kv_in)``: another sequence for keys and values (cross-attention); default ``x``.
+        key_padding_mask ``(B, S)`` bool, ``True`` = padding (seed 001, ``nn.MultiheadAttention``), or
+        valid_lens ``(B,)`` / ``(B, T)`` ints (D2L).
+        Returns ``(B, T, d_out)``, and the weights ``(B, H, T, S)`` too when ``return_weights=True``.
+
+    ``causal=True`` (the default, as in the book) lets query ``t`` see keys ``0..t`` only; set it to ``False``
+    for an encoder or for cross-attention. ``kernel`` is ``"explicit"`` or ``"sdpa"`` (faster, no weights).
+    """
+
+    def __init__(
+        self,
+        d_in: int,
+        d_out: int,
+        context_length: int,
+        dropout: float,
+        num_heads: int,
+        qkv_bias: bool = False,
+        *,
+        kernel: str = "explicit",
+        causal: bool = True,
+        d_kv_in: int | None = None,
+    ):
+        super().__init__(d_in, d_out, context_length, dropout, num_heads, kernel, causal)
+        self.d_kv_in = d_in if d_kv_in is None else check_positive_int("d_kv_in", d_kv_in)
+        qkv_bias = _check_bias_flag(qkv_bias)
+        # creation order W_query, W_key, W_value, out_proj: the book's, so torch.manual_seed gives its numbers
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(self.d_kv_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(self.d_kv_in, d_out, bias=qkv_bias)
+        self.out_proj = nn.Linear(d_out, d_out)
+
+    def forward(
+        self,
+        x: Tensor,
+        kv: Tensor | None = None,
+        *,
+        key_padding_mask: Tensor | None = None,
+        valid_lens: Tensor | None = None,
+        return_weights: bool = False,
+    ):
+        self._check_return_weights(return_weights)
+        max_len = self.context_length if self.causal else None
+        check_sequence("x", x, self.d_in, max_len=max_len)
+        check_matches_weights("x", x, self.W_query.weight)
+        if kv is None:
+            kv = x
+        else:
+            check_sequence("kv", kv, self.d_kv_in, max_len=max_len, width_name="d_kv_in")
+            check_matches_weights("kv", kv, self.W_key.weight)
+            if kv.shape[0] != x.shape[0]:
+                raise ValueError(
+                    f"kv must have the same batch size as x, got kv {tuple(kv.shape)} and x {tuple(x.shape)}"
+                )
+        q = split_heads(self.W_query(x), self.num_heads)  # (B, T, D) -> (B, H, T, Dh)
+        k = split_heads(self.W_key(kv), self.num_heads)  # (B, S, D) -> (B, H, S, Dh)
+        v = split_heads(self.W_value(kv), self.num_heads)  # (B, S, D) -> (B, H, S, Dh)
+        return self._attend(q, k, v, key_padding_mask, valid_lens, return_weights)
+
+    def extra_repr(self) -> str:
+        kv = f", d_kv_in={self.d_kv_in}" if self.d_kv_in != self.d_in else ""
+        return super().extra_repr() + kv
+
+
+class FusedMultiHeadAttention(_MultiHeadBase):
+    """Multi-head *self*-attention with one ``Linear(d_in, 3 * d_out)`` for Q, K and V together (seed 003).
+
+    Same function as ``MultiHeadAttention``: one big matmul instead of three smaller ones. Same ``forward``
+    arguments, without ``kv`` (one input feeds all three projections).
+    """
+
+    def __init__(
+        self,
+        d_in: int,
+        d_out: int,
+        context_length: int,
+        dropout: float,
+        num_heads: int,
+        qkv_bias: bool = False,
+        *,
+        kernel: str = "explicit",
+        causal: bool = True,
+    ):
+        super().__init__(d_in, d_out, context_length, dropout, num_heads, kernel, causal)
+        self.W_qkv = nn.Linear(d_in, 3 * d_out, bias=_check_bias_flag(qkv_bias))  # rows: [W_q; W_k; W_v]
+        self.out_proj = nn.Linear(d_out, d_out)
+
+    def forward(
+        self,
+        x: Tensor,
+        *,
+        key_padding_mask: Tensor | None = None,
+        valid_lens: Tensor | None = None,
+        return_weights: bool = False,
+    ):
+        self._check_return_weights(return_weights)
+        check_sequence("x", x, self.d_in, max_len=self.context_length if self.causal else None)
+        check_matches_weights("x", x, self.W_qkv.weight)
+        qkv = self.W_qkv(x)  # (B, T, 3·D)
+        q, k, v = (split_heads(t, self.num_heads) for t in qkv.split(self.d_out, dim=-1))  # 3 × (B, H, T, Dh)
+        return self._attend(q, k, v, key_padding_mask, valid_lens, return_weights)
