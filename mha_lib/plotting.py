@@ -77,6 +77,10 @@ def plot_heads(
         ax.set_xticks(range(S), key_labels, rotation=90, fontsize=fontsize)
         ax.set_yticks(range(T), query_labels, fontsize=fontsize)
         ax.tick_params(length=0)
+        if h % ncols == 0:
+            ax.set_ylabel("query (row attends ...)", fontsize=8)
+        if h + ncols >= H:
+            ax.set_xlabel("key (... to column)", fontsize=8)
     if title:
         fig.suptitle(title, fontsize=11)
     fig.colorbar(image, ax=list(axes.flat), shrink=0.8, label=colorbar_label)

@@ -1,0 +1,124 @@
+"""Regenerate the notebooks' stored outputs (the regression record that `pytest --nbval` compares against).
+
+    make notebooks                    # every notebook, then the README figure
+    python tests/refresh_notebooks.py notebooks/00_start_here.ipynb
+
+For each notebook: rewrite the Open-in-Colab badge and the Colab setup cell from the repository URL in
+pyproject.toml (the only place that names it), then execute the notebook top to bottom in a fresh kernel from
+the notebook's folder and save it in place with its outputs and execution counts.
+
+Determinism: the notebooks seed on the CPU and print through ``mha_lib.show``; this script also fixes
+PYTHONHASHSEED and runs the kernel on the CPU, so a refresh on a GPU machine writes the same text.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+README_FIGURE = ROOT / "assets" / "readme_heatmap.png"
+
+BADGE_TAG = "colab-badge"
+SETUP_TAG = "colab-setup"
+
+
+def repository_url() -> str:
+    """``[project.urls] Repository`` from pyproject.toml, without a trailing slash."""
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    match = re.search(r'^Repository\s*=\s*"([^"]+)"', text, flags=re.MULTILINE)
+    if not match:
+        raise SystemExit("pyproject.toml has no [project.urls] Repository = \"...\" line")
+    return match.group(1).rstrip("/")
+
+
+def badge_markdown(notebook_name: str, url: str | None = None) -> str:
+    """The Open-in-Colab badge of one notebook (Colab opens it straight from the GitHub repository)."""
+    url = url or repository_url()
+    github_path = url.removeprefix("https://github.com/")
+    colab = f"https://colab.research.google.com/github/{github_path}/blob/main/notebooks/{notebook_name}"
+    return f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab})"
+
+
+def setup_code(url: str | None = None) -> str:
+    """The first code cell of every notebook: installs the project on Colab, does nothing anywhere else."""
+    url = url or repository_url()
+    return (
+        "# On Colab, install mha_lib from the project's repository (elsewhere `make lab` has installed it).\n"
+        "# d2l goes in with --no-deps: its own pins would downgrade Colab's numpy and break the runtime.\n"
+        "import sys\n"
+        "\n"
+        'if "google.colab" in sys.modules:\n'
+        f'    %pip install --quiet "mha_lib @ git+{url}"\n'
+        "    %pip install --quiet --no-deps d2l==1.0.3"
+    )
+
+
+def tagged_cells(nb, tag: str) -> list:
+    return [cell for cell in nb.cells if tag in cell.get("metadata", {}).get("tags", [])]
+
+
+def stamp(nb, notebook_name: str) -> None:
+    """Write the badge and the setup cell from pyproject.toml into the cells tagged for them."""
+    url = repository_url()
+    for tag, text in ((BADGE_TAG, badge_markdown(notebook_name, url)), (SETUP_TAG, setup_code(url))):
+        cells = tagged_cells(nb, tag)
+        if len(cells) != 1:
+            raise SystemExit(f"{notebook_name}: expected exactly one cell tagged {tag!r}, found {len(cells)}")
+        cells[0].source = text
+
+
+def refresh(path: Path) -> float:
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)
+    stamp(nb, path.name)
+    start = time.perf_counter()
+    client = NotebookClient(
+        nb,
+        timeout=600,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+        record_timing=False,
+    )
+    client.execute()
+    seconds = time.perf_counter() - start
+    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    nbformat.write(nb, path)
+    return seconds
+
+
+def draw_readme_figure() -> None:
+    """The heatmap at the top of the README: four causal heads over the book's example sentence."""
+    import torch
+
+    import mha_lib
+
+    mha_lib.make_reproducible(0)
+    tokens, embeddings = mha_lib.toy_sentence("Your journey starts with one step", d_model=16)
+    layer = mha_lib.MultiHeadAttention(16, 16, len(tokens), 0.0, num_heads=4)
+    with torch.no_grad():
+        _, weights = layer(embeddings.unsqueeze(0), return_weights=True)  # (1, T, D) -> (1, H, T, T)
+    fig = mha_lib.plot_heads(weights, tokens, title="Four causal heads, one sentence")
+    fig.savefig(README_FIGURE, dpi=110, metadata={"Software": None})
+
+
+def main(argv: list[str]) -> None:
+    os.environ["PYTHONHASHSEED"] = "0"
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""  # the stored record is the CPU's; GPUs must reproduce it
+    paths = [Path(p).resolve() for p in argv] or sorted(NOTEBOOKS.glob("*.ipynb"))
+    for path in paths:
+        seconds = refresh(path)
+        print(f"{path.relative_to(ROOT)}: executed in {seconds:.1f} s")
+    if not argv:
+        draw_readme_figure()
+        print(f"{README_FIGURE.relative_to(ROOT)}: redrawn")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
