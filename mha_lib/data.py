@@ -51,8 +51,12 @@ def embed_tokens(tokens, d_model: int, *, seed: int = 0) -> torch.Tensor:
     ``seed``), drawn on the CPU from N(0, 1) so that every machine gets the same numbers.
     """
     d_model = check_positive_int("d_model", d_model)
+    if isinstance(tokens, str):  # a str is iterable too: it would be embedded letter by letter
+        raise TypeError(f"tokens must be a list of str, got the str {tokens!r}; split it first with tokenize(text)")
     rows = []
-    for token in tokens:
+    for i, token in enumerate(tokens):
+        if not isinstance(token, str):
+            raise TypeError(f"tokens must be a list of str, got {type(token).__name__} {token!r} at position {i}")
         generator = torch.Generator().manual_seed(seed * 1_000_003 + zlib.crc32(token.encode("utf-8")))
         rows.append(torch.randn(d_model, generator=generator))
     if not rows:

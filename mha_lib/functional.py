@@ -25,6 +25,7 @@ from .masks import causal_mask, combine_masks
 from .validation import (
     check_divisible,
     check_floating,
+    check_keep_mask,
     check_positive_float,
     check_positive_int,
     check_probability,
@@ -86,10 +87,12 @@ def masked_softmax(
     """
     check_tensor("scores", scores)
     check_floating("scores", scores)
+    temperature = check_positive_float("temperature", temperature)  # checked even when 1: True is not a temperature
     if temperature != 1.0:
-        scores = scores / check_positive_float("temperature", temperature)
+        scores = scores / temperature
     if mask is None:
         return torch.softmax(scores, dim=dim)
+    check_keep_mask("mask", mask, scores.shape)
     scores = scores.masked_fill(~mask, float("-inf"))
     weights = torch.softmax(scores, dim=dim)
     dead_rows = ~mask.any(dim=dim, keepdim=True)  # small: the mask's shape, not the scores'
@@ -119,6 +122,12 @@ def merge_heads(x: Tensor) -> Tensor:
     After ``transpose`` the memory is no longer in (B, T, H, Dh) order, so ``view`` needs ``.contiguous()``
     first (``reshape`` would copy silently when needed).
     """
+    check_tensor("x", x)
+    if x.dim() == 3:  # most likely D2L's layout, not a missing batch dimension
+        raise ValueError(
+            f"x must be 4-D (B, H, T, Dh), got 3-D shape {tuple(x.shape)}; for D2L's (B·H, T, Dh) layout use "
+            f"merge_heads_flat(x, num_heads)"
+        )
     check_tensor("x", x, ndim=4, layout="(B, H, T, Dh)")
     B, H, T, Dh = x.shape
     return x.transpose(1, 2).contiguous().view(B, T, H * Dh)  # (B, T, H, Dh) -> (B, T, D)
@@ -165,21 +174,7 @@ def _check_qkv(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> None:
             f"k {tuple(k.shape)}, v {tuple(v.shape)}"
         )
     if mask is not None:
-        check_tensor("mask", mask)
-        if mask.dtype != torch.bool:
-            raise TypeError(
-                f"mask must be a torch.bool keep mask (True = attend), got dtype {mask.dtype}; "
-                f"convert a 0/1 mask with mask.bool() or an nn.MultiheadAttention-style mask with "
-                f"mha_lib.invert_mask"
-            )
-        target = (*q.shape[:-1], k.shape[-2])  # (..., T, S)
-        try:
-            torch.broadcast_shapes(mask.shape, target)
-        except RuntimeError:
-            raise ValueError(
-                f"mask of shape {tuple(mask.shape)} does not broadcast to the scores' shape (..., T, S) = "
-                f"{target}"
-            ) from None
+        check_keep_mask("mask", mask, (*q.shape[:-1], k.shape[-2]))  # scores (..., T, S)
 
 
 def explicit_attention(

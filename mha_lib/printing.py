@@ -24,7 +24,7 @@ def format_value(value, decimals: int = 4) -> str:
         with torch._tensor_str.printoptions(precision=decimals, sci_mode=False):
             return repr(rounded(value, decimals))
     if isinstance(value, float):
-        return f"{value:.{decimals}f}"
+        return f"{round(value, decimals) + 0.0:.{decimals}f}"  # + 0.0: -0.00001 prints 0.0000, as tensors do
     return str(value)
 
 

@@ -113,6 +113,30 @@ def check_bool_mask(name: str, mask, shape: tuple[int, ...], layout: str) -> Ten
     return mask
 
 
+def check_keep_mask(name: str, mask, target: tuple[int, ...]) -> Tensor:
+    """A ``torch.bool`` keep mask (``True`` = attend) that broadcasts to the scores' shape ``target`` (..., T, S).
+
+    A mask with more (or longer) dimensions than the scores is refused: it would silently enlarge the result.
+    """
+    check_tensor(name, mask)
+    if mask.dtype != torch.bool:
+        raise TypeError(
+            f"{name} must be a torch.bool keep mask (True = attend), got dtype {mask.dtype}; "
+            f"convert a 0/1 mask with {name}.bool() or an nn.MultiheadAttention-style mask with "
+            f"mha_lib.invert_mask"
+        )
+    try:
+        fits = torch.broadcast_shapes(mask.shape, target) == tuple(target)
+    except RuntimeError:
+        fits = False
+    if not fits:
+        raise ValueError(
+            f"{name} of shape {tuple(mask.shape)} does not broadcast to the scores' shape (..., T, S) = "
+            f"{tuple(target)}"
+        )
+    return mask
+
+
 def check_sequence(name: str, x, width: int, *, max_len: int | None = None, width_name: str = "d_in") -> Tensor:
     """A batch of sequences ``(B, T, width)`` of floats, with ``T <= max_len`` when a maximum is given."""
     check_tensor(name, x, ndim=3, layout=f"(B, T, {width_name})")
