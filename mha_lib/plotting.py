@@ -64,7 +64,8 @@ def plot_heads(
 
     ncols = min(H, 4) if ncols is None else check_positive_int("ncols", ncols)
     nrows = math.ceil(H / ncols)
-    fig = Figure(figsize=(panel_size * ncols + 1.0, panel_size * nrows + (0.5 if title else 0.2)), dpi=100, layout="constrained")
+    size = (panel_size * ncols + 1.0, panel_size * nrows + (0.5 if title else 0.2))  # + colour bar, title
+    fig = Figure(figsize=size, dpi=100, layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False)
     fontsize = 8 if max(T, S) <= 12 else 6
     image = None

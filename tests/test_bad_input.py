@@ -305,7 +305,9 @@ CASES = [
     ),
     pytest.param(
         lambda: merge_heads(torch.randn(2, 3, 8)),
-        ValueError, esc("x must be 4-D (B, H, T, Dh), got 3-D shape (2, 3, 8); for D2L's (B·H, T, Dh) layout use merge_heads_flat"), id="merge_heads-3d",
+        ValueError,
+        esc("x must be 4-D (B, H, T, Dh), got 3-D shape (2, 3, 8); for D2L's (B·H, T, Dh) layout use merge_heads_flat"),
+        id="merge_heads-3d",
     ),
     # --- plotting --------------------------------------------------------------------------------------
     pytest.param(

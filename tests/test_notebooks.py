@@ -104,7 +104,8 @@ def test_badge_and_setup_cell_come_from_pyproject(notebook):
 def test_badge_points_at_the_repository():
     url = repository_url()
     assert url.startswith("https://github.com/")
-    assert badge_markdown("x.ipynb", url).endswith(f"/github/{url[len('https://github.com/'):]}/blob/main/notebooks/x.ipynb)")
+    owner_and_name = url[len("https://github.com/"):]
+    assert badge_markdown("x.ipynb", url).endswith(f"/github/{owner_and_name}/blob/main/notebooks/x.ipynb)")
     assert f"git+{url}" in setup_code(url)
 
 
