@@ -178,6 +178,8 @@ class _MultiHeadBase(nn.Module):
         B, _, T, _ = q.shape
         S = k.shape[2]
         padding = self._padding_mask(key_padding_mask, valid_lens, B, T, S, q.device)
+        # causality goes as a flag, not as a mask tensor: SDPA then takes its fast causal path, and the
+        # explicit kernel builds the same triangle that CausalAttention keeps in a buffer
         context, weights = KERNELS[self.kernel](
             q, k, v, mask=padding, dropout_p=self.dropout_p if self.training else 0.0, is_causal=self.causal
         )  # (B, H, T, Dh), (B, H, T, S) or None
