@@ -12,6 +12,7 @@ from typing import Sequence
 
 import torch
 
+from .fonts import use_cjk_fallback
 from .validation import check_positive_int, check_tensor
 
 
@@ -37,6 +38,8 @@ def plot_heads(
     0 to the largest value, or the data's range when it has negative entries), shown by one colour bar.
     """
     from matplotlib.figure import Figure  # lazy: plotting is optional
+
+    use_cjk_fallback()  # tokens in any script get real glyphs, not boxes
 
     check_tensor("weights", weights)
     if weights.dim() == 4:

@@ -1,6 +1,6 @@
 """Regenerate the notebooks' stored outputs (the regression record that `pytest --nbval` compares against).
 
-    make notebooks                    # every notebook, then the README figure
+    make notebooks                    # every notebook, then the diagrams and the README figure
     python tests/refresh_notebooks.py notebooks/00_start_here.ipynb
 
 For each notebook: rewrite the Open-in-Colab badge and the Colab setup cell from the repository URL in
@@ -22,6 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 README_FIGURE = ROOT / "assets" / "readme_heatmap.png"
+DIAGRAM_SCRIPTS = ROOT / "assets" / "draw"  # one script per chapter; each writes its assets/chNN_*.png
 
 BADGE_TAG = "colab-badge"
 SETUP_TAG = "colab-setup"
@@ -44,17 +45,24 @@ def badge_markdown(notebook_name: str, url: str | None = None) -> str:
     return f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab})"
 
 
+def nodeps_requirements() -> list[str]:
+    """The pins of requirements-nodeps.txt (d2l and the CJK font), which the Colab cell installs too."""
+    lines = (ROOT / "requirements-nodeps.txt").read_text(encoding="utf-8").splitlines()
+    return [line.split("#", 1)[0].strip() for line in lines if line.split("#", 1)[0].strip()]
+
+
 def setup_code(url: str | None = None) -> str:
     """The first code cell of every notebook: installs the project on Colab, does nothing anywhere else."""
     url = url or repository_url()
     return (
         "# On Colab, install mha_lib from the project's repository (elsewhere `make lab` has installed it).\n"
-        "# d2l goes in with --no-deps: its own pins would downgrade Colab's numpy and break the runtime.\n"
+        "# --no-deps: d2l's own pins would downgrade Colab's numpy and break the runtime; the font package\n"
+        "# (Noto Sans SC, for Chinese token labels) needs nothing else.\n"
         "import sys\n"
         "\n"
         'if "google.colab" in sys.modules:\n'
         f'    %pip install --quiet "mha_lib @ git+{url}"\n'
-        "    %pip install --quiet --no-deps d2l==1.0.3"
+        f"    %pip install --quiet --no-deps {' '.join(nodeps_requirements())}"
     )
 
 
@@ -108,6 +116,15 @@ def draw_readme_figure() -> None:
     fig.savefig(README_FIGURE, dpi=110, metadata={"Software": None})
 
 
+def draw_diagrams() -> None:
+    """Run every ``assets/draw/*.py`` script: the chapters' diagrams are drawn by code, so they can be edited."""
+    import runpy
+
+    for script in sorted(DIAGRAM_SCRIPTS.glob("*.py")):
+        runpy.run_path(str(script), run_name="__main__")
+        print(f"{script.relative_to(ROOT)}: drawn")
+
+
 def main(argv: list[str]) -> None:
     os.environ["PYTHONHASHSEED"] = "0"
     os.environ["CUDA_VISIBLE_DEVICES"] = ""  # the stored record is the CPU's; GPUs must reproduce it
@@ -116,6 +133,7 @@ def main(argv: list[str]) -> None:
         seconds = refresh(path)
         print(f"{path.relative_to(ROOT)}: executed in {seconds:.1f} s")
     if not argv:
+        draw_diagrams()
         draw_readme_figure()
         print(f"{README_FIGURE.relative_to(ROOT)}: redrawn")
 
