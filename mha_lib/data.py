@@ -34,11 +34,19 @@ def journey_batch(batch_size: int = 2) -> torch.Tensor:
     return journey_inputs().expand(batch_size, -1, -1).clone()  # (6, 3) -> (B, 6, 3)
 
 
+# One token per CJK character (Chinese has no spaces between words; a run of characters is not one word)
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_TOKEN = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+|[^\w\s]")
+
+
 def tokenize(text: str) -> list[str]:
-    """Words and punctuation marks, in order: ``"Hi, you."`` -> ``["Hi", ",", "you", "."]``."""
+    """Words, punctuation marks and single CJK characters, in order.
+
+    ``"Hi, you."`` -> ``["Hi", ",", "you", "."]``;  ``"me.郭同学AI"`` -> ``["me", ".", "郭", "同", "学", "AI"]``.
+    """
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
-    tokens = re.findall(r"\w+|[^\w\s]", text)
+    tokens = _TOKEN.findall(text)
     if not tokens:
         raise ValueError(f"text must contain at least one word or symbol, got {text!r}")
     return tokens

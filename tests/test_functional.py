@@ -371,6 +371,10 @@ def test_tokenize_splits_words_and_punctuation():
     assert tokenize("Your journey starts with one step.") == [
         "Your", "journey", "starts", "with", "one", "step", ".",
     ]
+    assert tokenize("LLM with me.郭同学热爱AI喜欢游戏") == [
+        "LLM", "with", "me", ".", "郭", "同", "学", "热", "爱", "AI", "喜", "欢", "游", "戏"
+    ]
+    assert tokenize("어텐션 アテンション") == ["어", "텐", "션", "ア", "テ", "ン", "シ", "ョ", "ン"]
     assert tokenize("Hello, world! It's--done?") == ["Hello", ",", "world", "!", "It", "'", "s", "-", "-", "done", "?"]
 
 
