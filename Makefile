@@ -5,20 +5,25 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# Google Colab's ipywidgets, for tests/test_ipywidgets7.py: installed beside the environment (pip --target),
+# without dependencies (the rest is the environment's; ipywidgets 7 also imports ipython_genutils)
+WIDGETS7       ?= .venv-ipywidgets7
+WIDGETS7_PINS  := ipywidgets==7.7.1 ipython_genutils==0.2.0
+WIDGETS7_STAMP := $(WIDGETS7)/.installed
 
 .PHONY: lab test notebooks install clean
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks/00_start_here.ipynb
 
-test: $(STAMP)
+test: $(STAMP) $(WIDGETS7_STAMP)
 	$(BIN)/python -m pytest
 
 # Re-execute every notebook in place (deterministic outputs) and redraw the README figure.
 notebooks: $(STAMP)
 	$(BIN)/python tests/refresh_notebooks.py
 
-install: $(STAMP)
+install: $(STAMP) $(WIDGETS7_STAMP)
 
 $(STAMP): requirements.txt requirements-nodeps.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,5 +34,10 @@ $(STAMP): requirements.txt requirements-nodeps.txt pyproject.toml
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (mha_lib)"
 	touch $(STAMP)
 
+$(WIDGETS7_STAMP): Makefile | $(STAMP)
+	rm -rf $(WIDGETS7)
+	$(BIN)/python -m pip install --quiet --no-deps --target $(WIDGETS7) $(WIDGETS7_PINS)
+	touch $(WIDGETS7_STAMP)
+
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(WIDGETS7)

@@ -5,13 +5,17 @@ Read the package top-down in the order the chapters teach it:
     functional.py   scores -> scaling -> softmax -> heads -> kernels (pure functions)
     masks.py        causal and padding masks, and converters between mask conventions
     modules.py      SelfAttention -> CausalAttention -> wrapper -> MultiHeadAttention -> fused
+    heads.py        three ways to form heads: projection, direct split, grouped 1×1 convolution
     conversions.py  move weights between those layers (and into nn.MultiheadAttention)
+    sizes.py        parameter counts: one attention layer, a whole GPT (chapter 7)
     data.py         the small inputs the notebooks use;  runtime.py  device and reproducibility
     printing.py     ``show``: device-independent printing;  plotting.py  per-head heatmaps (lazy matplotlib)
+    fonts.py        CJK glyphs for token labels;  widgets.py  the explorers (lazy ipywidgets; _fast_render.py)
+    exercises/      the chapters' exercise checkers, one module per chapter
 """
 
 from .conversions import fused_from_split, split_from_wrapper, torch_mha_from
-from .data import JOURNEY_TOKENS, embed_tokens, journey_batch, journey_inputs, tokenize, toy_sentence
+from .data import JOURNEY_TOKENS, SEED002_SENTENCE, SEED002_TOKENS, embed_tokens, journey_batch, journey_inputs, tokenize, toy_sentence
 from .functional import (
     KERNELS,
     attention_scores,
@@ -26,11 +30,14 @@ from .functional import (
     split_heads_flat,
     stable_softmax,
 )
+from .heads import HEAD_FORMERS, DirectSplitHeads, GroupedConvHeads, ProjectionHeads, make_head_former
 from .masks import (
     additive_mask,
     causal_mask,
     combine_masks,
     invert_mask,
+    mask_from_allowed,
+    mask_from_blocked,
     mask_from_key_padding,
     mask_from_valid_lens,
 )
@@ -43,6 +50,7 @@ from .modules import (
 )
 from .printing import show
 from .runtime import get_device, make_reproducible
+from .sizes import GPT_CONFIGS, GPTConfig, attention_parameter_count, gpt_parameter_count
 from .validation import divisors
 
 __version__ = "0.1.0"
@@ -58,6 +66,9 @@ def __getattr__(name):
 
 
 __all__ = [
+    "GPT_CONFIGS", "GPTConfig", "HEAD_FORMERS", "DirectSplitHeads", "GroupedConvHeads", "ProjectionHeads",
+    "SEED002_SENTENCE", "SEED002_TOKENS", "attention_parameter_count", "gpt_parameter_count", "make_head_former",
+    "mask_from_allowed", "mask_from_blocked",
     "CausalAttention", "FusedMultiHeadAttention", "JOURNEY_TOKENS", "KERNELS", "MultiHeadAttention",
     "MultiHeadAttentionWrapper", "SelfAttention", "additive_mask", "attention_scores", "causal_mask",
     "combine_masks", "divisors", "embed_tokens", "explicit_attention", "fused_from_split", "get_device",

@@ -7,16 +7,17 @@ mha_lib speaks one convention internally, the one of ``F.scaled_dot_product_atte
 
 Other code writes masks differently. The converters below translate, so a student can line them up:
 
-=============================================  ========================  ====================================
-convention                                     who uses it               convert with
-=============================================  ========================  ====================================
-``triu(ones, diagonal=1) == 1`` -> blocked     LLMs-from-scratch (000)   ``invert_mask``
-``tril(ones) == 0`` -> blocked                 nanoGPT (003)             ``invert_mask`` of the ``tril`` mask
-``valid_lens`` (B,) or (B, T), fill -1e6       D2L (004)                 ``mask_from_valid_lens``
-key padding ``(B, S)``, ``True`` = padded      seed 001, nn.MultiheadAttn ``mask_from_key_padding``
-boolean, ``True`` = attend                     F.scaled_dot_product_attn  (this is the keep mask)
-float, 0 = attend, ``-inf`` = blocked          additive masks             ``additive_mask``
-=============================================  ========================  ====================================
+=============================================  ==========================  ==================================
+convention                                     who uses it                 convert with
+=============================================  ==========================  ==================================
+``triu(ones, diagonal=1)``, 1 = blocked        LLMs-from-scratch (000)     ``mask_from_blocked``
+``tril(ones)`` buffer, 0 = blocked             nanoGPT (003)               ``mask_from_allowed``
+``valid_lens`` (B,) or (B, T), fill -1e6       D2L (004)                   ``mask_from_valid_lens``
+key padding ``(B, S)``, ``True`` = padded      seed 001, nn.MultiheadAttn  ``mask_from_key_padding``
+boolean ``attn_mask``, ``True`` = blocked      nn.MultiheadAttention       ``mask_from_blocked``
+boolean ``attn_mask``, ``True`` = attend       F.scaled_dot_product_attn   (already a keep mask)
+float, 0 = attend, ``-inf`` = blocked          additive masks              ``additive_mask`` builds one
+=============================================  ==========================  ==================================
 """
 
 from __future__ import annotations
@@ -43,6 +44,44 @@ def invert_mask(mask: Tensor) -> Tensor:
     """Blocked mask <-> keep mask (``True`` = blocked, as in ``nn.MultiheadAttention``, becomes ``True`` = keep)."""
     check_tensor("mask", mask)
     return ~mask.bool()
+
+
+def mask_from_blocked(blocked: Tensor) -> Tensor:
+    """A mask where ``True`` / 1 means *blocked*, as a keep mask of the same shape.
+
+    Reads LLMs-from-scratch's ``torch.triu(torch.ones(T, T), diagonal=1)`` (1 above the diagonal: the future is
+    blocked) and ``nn.MultiheadAttention``'s boolean ``attn_mask`` (``True`` = not allowed to attend). Like
+    ``invert_mask``, but it first checks that the mask holds only 0 and 1, so that a float mask of another kind
+    (an additive 0 / -inf mask) is refused instead of being silently misread.
+    """
+    return invert_mask(_check_zero_one("blocked", blocked))
+
+
+def mask_from_allowed(allowed: Tensor) -> Tensor:
+    """A mask where ``True`` / 1 means *may attend* and 0 means blocked, as a ``torch.bool`` keep mask.
+
+    Reads nanoGPT's ``torch.tril(torch.ones(T, T))`` buffer (seed 003 blocks where ``buffer == 0``); a boolean
+    ``F.scaled_dot_product_attention`` mask already is a keep mask and comes back unchanged.
+    """
+    return _check_zero_one("allowed", allowed).bool()
+
+
+def _check_zero_one(name: str, mask) -> Tensor:
+    """``mask`` must be ``torch.bool`` or hold only the numbers 0 and 1."""
+    check_tensor(name, mask)
+    if mask.dtype == torch.bool:
+        return mask
+    if mask.is_complex():
+        raise TypeError(f"{name} must be a torch.bool or a 0/1 tensor, got dtype {mask.dtype}")
+    others = mask[(mask != 0) & (mask != 1)]
+    if others.numel():
+        hint = (" (-inf: this looks like an additive mask, 0 = attend and -inf = blocked; its keep mask is "
+                f"{name} == 0)") if bool(torch.isinf(others).any()) else ""
+        raise ValueError(
+            f"{name} must hold only 0 and 1 (or be torch.bool), got other values such as "
+            f"{others.flatten()[0].item()}{hint}"
+        )
+    return mask
 
 
 def mask_from_valid_lens(valid_lens: Tensor, num_queries: int, num_keys: int) -> Tensor:

@@ -122,19 +122,23 @@ def check_keep_mask(name: str, mask, target: tuple[int, ...]) -> Tensor:
     if mask.dtype != torch.bool:
         raise TypeError(
             f"{name} must be a torch.bool keep mask (True = attend), got dtype {mask.dtype}; "
-            f"convert a 0/1 mask with {name}.bool() or an nn.MultiheadAttention-style mask with "
-            f"mha_lib.invert_mask"
+            f"convert a 0/1 mask with mha_lib.mask_from_allowed({name}) (1 = attend, e.g. a tril buffer) or "
+            f"mha_lib.mask_from_blocked({name}) (1 = blocked, e.g. triu(..., diagonal=1) or nn.MultiheadAttention)"
         )
-    try:
-        fits = torch.broadcast_shapes(mask.shape, target) == tuple(target)
-    except RuntimeError:
-        fits = False
-    if not fits:
+    if not _broadcasts_to(tuple(mask.shape), tuple(target)):
         raise ValueError(
             f"{name} of shape {tuple(mask.shape)} does not broadcast to the scores' shape (..., T, S) = "
             f"{tuple(target)}"
         )
     return mask
+
+
+def _broadcasts_to(shape: tuple, target: tuple) -> bool:
+    """True when a tensor of ``shape`` broadcasts to exactly ``target``.
+
+    Plain Python on purpose: the first ``torch.broadcast_shapes`` call imports sympy (about 1 s in a notebook).
+    """
+    return len(shape) <= len(target) and all(s in (1, t) for s, t in zip(reversed(shape), reversed(target)))
 
 
 def check_sequence(name: str, x, width: int, *, max_len: int | None = None, width_name: str = "d_in") -> Tensor:

@@ -240,7 +240,8 @@ CASES = [
     ),
     pytest.param(
         lambda: explicit_attention(*qkv(), mask=torch.ones(3, 3)),
-        TypeError, esc("mask must be a torch.bool keep mask (True = attend), got dtype torch.float32", "mask.bool()"),
+        TypeError, esc("mask must be a torch.bool keep mask (True = attend), got dtype torch.float32",
+            "mha_lib.mask_from_allowed(mask) (1 = attend", "mha_lib.mask_from_blocked(mask) (1 = blocked"),
         id="kernel-mask-not-bool",
     ),
     pytest.param(

@@ -1,0 +1,166 @@
+"""Diagrams of chapter 5 (causal and padding masks), drawn with matplotlib so they can be edited.
+
+    python assets/draw/ch05_causal_masking.py
+
+writes
+    assets/ch05_causal_steps.png   a 4×4 example: scores -> blocked scores set to -inf -> softmax weights; below it
+                                   seed 002's slip (diagonal blocked too): row 0 is all -inf and becomes NaN
+    assets/ch05_conventions.png    the same causal pattern (and two padding patterns) written in the conventions
+                                   of six code bases, cell by cell: raw value printed, colour = what it means
+
+Colours mean the same thing everywhere: teal = the query may attend to that key, grey = blocked.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from matplotlib.figure import Figure
+from matplotlib.patches import FancyArrowPatch, Rectangle
+
+import mha_lib
+
+ASSETS = Path(__file__).resolve().parents[1]
+DPI = 110
+KEEP, BLOCKED, NAN = "#8fd3c7", "#d9d9d9", "#f4a6a6"
+TOKENS = ("The", "cat", "sat", "down")
+SCORES = torch.tensor([[1.2, 0.3, -0.5, 2.0],
+                       [0.4, 1.1, 0.9, -1.3],
+                       [-0.2, 0.8, 1.5, 0.6],
+                       [0.7, -0.6, 0.2, 1.0]])
+
+
+def _canvas(width: float, height: float, xlim: tuple[float, float], ylim: tuple[float, float]):
+    fig = Figure(figsize=(width, height))
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_xlim(*xlim)
+    ax.set_ylim(ylim[1], ylim[0])  # y grows downwards, like the rows of a matrix
+    ax.set_aspect("equal")
+    ax.axis("off")
+    return fig, ax
+
+
+def _grid(ax, x0: float, y0: float, texts, keep: torch.Tensor, title: str, *, row_labels=None, col_labels=None,
+          nan_rows=(), fontsize: float = 8.5, cell: float = 1.0) -> None:
+    """Cells coloured by ``keep`` (teal = attend, grey = blocked; rows in ``nan_rows`` red), raw text inside."""
+    rows, cols = keep.shape
+    for r in range(rows):
+        for c in range(cols):
+            colour = NAN if r in nan_rows else (KEEP if keep[r, c] else BLOCKED)
+            ax.add_patch(Rectangle((x0 + c * cell, y0 + r * cell), cell, cell, facecolor=colour,
+                                   edgecolor="white", lw=1.5))
+            ax.text(x0 + (c + 0.5) * cell, y0 + (r + 0.5) * cell, texts[r][c], ha="center", va="center",
+                    fontsize=fontsize)
+    if row_labels:
+        for r, label in enumerate(row_labels):
+            ax.text(x0 - 0.12, y0 + (r + 0.5) * cell, label, ha="right", va="center", fontsize=8.5)
+    if col_labels:
+        for c, label in enumerate(col_labels):
+            ax.text(x0 + (c + 0.5) * cell, y0 - 0.1, label, ha="center", va="bottom", fontsize=8.5)
+    top = y0 - (0.55 if col_labels else 0.15)
+    ax.text(x0 + cols * cell / 2, top, title, ha="center", va="bottom", fontsize=9.5, linespacing=1.35)
+
+
+def _arrow(ax, start, end, label: str = "") -> None:
+    ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=14, lw=1.3, color="#333333"))
+    if label:
+        ax.text((start[0] + end[0]) / 2, start[1] - 0.2, label, ha="center", va="bottom", fontsize=9,
+                linespacing=1.3)
+
+
+def _fmt(x: float) -> str:
+    if x != x:  # NaN
+        return "NaN"
+    if x == float("-inf"):
+        return "−inf"
+    return f"{x:.2f}".replace("-", "−")
+
+
+def draw_causal_steps() -> None:
+    T = len(TOKENS)
+    keep = mha_lib.causal_mask(T)
+    wrong_keep = keep.tril(diagonal=-1)  # seed 002: the diagonal blocked as well
+    fig, ax = _canvas(11.6, 6.2, (-1.6, 20.8), (-1.3, 10.6))
+    for y0, mask, label in ((0.4, keep, "causal mask: block the future (above the diagonal)"),
+                            (6.0, wrong_keep, "seed 002's slip: block the diagonal too")):
+        masked = SCORES.masked_fill(~mask, float("-inf"))
+        weights = torch.softmax(masked, dim=-1)
+        nan_rows = [r for r in range(T) if not mask[r].any()]
+        all_kept = torch.ones(T, T, dtype=torch.bool)
+        _grid(ax, 0, y0, [[_fmt(v) for v in row] for row in SCORES.tolist()], all_kept, "scores  $QK^T/\\sqrt{D_h}$",
+              row_labels=TOKENS, col_labels=TOKENS)
+        _grid(ax, 6.6, y0, [[_fmt(v) for v in row] for row in masked.tolist()], mask, label,
+              col_labels=TOKENS, nan_rows=())
+        _grid(ax, 13.2, y0, [[_fmt(v) for v in row] for row in weights.tolist()], mask, "softmax per row",
+              col_labels=TOKENS, nan_rows=nan_rows)
+        _arrow(ax, (4.3, y0 + 2), (6.3, y0 + 2), "masked_fill\n(−inf)")
+        _arrow(ax, (10.9, y0 + 2), (12.9, y0 + 2), "softmax")
+    ax.text(17.35, 6.9, "← exp(−inf) = 0 in every\n    cell: 0 / 0 = NaN", ha="left", va="center", fontsize=8.5,
+            color="#c0392b")
+    ax.text(9.6, 10.25, "teal: may attend    grey: blocked    red: a row with nothing left to attend to",
+            ha="center", va="center", fontsize=9)
+    fig.savefig(ASSETS / "ch05_causal_steps.png", dpi=DPI, metadata={"Software": None})
+    print("assets/ch05_causal_steps.png: written")
+
+
+def draw_conventions() -> None:
+    T = 4
+    keep = mha_lib.causal_mask(T)
+    fig, ax = _canvas(12.8, 6.4, (-0.8, 30.2), (-1.9, 13.2))
+
+    def booleans(mask):
+        return [["True" if v else "False" for v in row] for row in mask.tolist()]
+
+    def numbers(mask):
+        return [[f"{v:g}" for v in row] for row in mask.float().tolist()]
+
+    additive = mha_lib.additive_mask(keep)
+    row_one = (
+        (booleans(keep), "keep mask (mha_lib, SDPA)\nTrue = attend", "mha_lib.causal_mask(4)"),
+        (numbers(~keep), "triu(ones, diagonal=1)\n1 = blocked  (seed 000)", "mask_from_blocked(m)"),
+        (numbers(keep), "tril(ones) buffer\n0 = blocked  (seed 003)", "mask_from_allowed(m)"),
+        (booleans(~keep), "nn.MultiheadAttention\nTrue = blocked", "mask_from_blocked(m)"),
+        ([[_fmt(v) for v in row] for row in additive.tolist()], "additive float mask\n0 = attend, −inf = blocked",
+         "additive_mask(keep)  builds it"),
+    )
+    for i, (texts, title, converter) in enumerate(row_one):
+        x0 = i * 6.0
+        _grid(ax, x0, 0, texts, keep, title, fontsize=7.5, cell=1.15)
+        ax.text(x0 + 2.3, 4.95, converter, ha="center", va="center", fontsize=8.5, family="monospace")
+
+    # row two: padding, for a batch of two key sequences of lengths 6 and 2 (S = 6), two queries each
+    S, lens = 6, torch.tensor([6, 2])
+    padded = torch.arange(S)[None, :] >= lens[:, None]  # (B, S), True = padding
+    pad_keep = ~padded
+    ax.text(-0.6, 7.1, "padding (B = 2 sequences of lengths 6 and 2, S = 6 keys):", ha="left", va="center",
+            fontsize=10)
+    _grid(ax, 0, 8.7, booleans(padded), pad_keep, "key_padding_mask (B, S)\nTrue = padded (seed 001, nn.MHA)",
+          fontsize=7.5, cell=1.15)
+    ax.text(3.45, 11.45, "mask_from_key_padding(m, B, S)", ha="center", va="center", fontsize=8.5,
+            family="monospace")
+    _grid(ax, 9.6, 8.7, [[str(int(v))] for v in lens], torch.ones(2, 1, dtype=torch.bool),
+          "valid_lens (B,)\n(D2L, fill −1e6)", fontsize=8.5, cell=1.15)
+    ax.text(10.2, 11.45, "mask_from_valid_lens(v, T, S)", ha="center", va="center", fontsize=8.5,
+            family="monospace")
+    for b in range(2):
+        x0 = 15.4 + b * 7.3
+        rows = pad_keep[b].expand(2, S)  # (T_q = 2, S): every query row sees the same keys
+        _grid(ax, x0, 8.7, booleans(rows), rows, f"keep mask, sequence {b}\n(T_q = 2 queries × S = 6 keys)",
+              fontsize=7.0, cell=1.15)
+    _arrow(ax, (11.7, 10.4), (15.1, 10.4))
+    ax.text(22.55, 11.45, "both converters give this (B, 1, T_q, S) keep mask: whole key columns blocked",
+            ha="center", va="center", fontsize=8.5)
+    ax.text(14.7, 12.7, "teal: may attend    grey: blocked    (the raw values differ from one convention to the "
+            "next; the meaning is the same)", ha="center", va="center", fontsize=9)
+    fig.savefig(ASSETS / "ch05_conventions.png", dpi=DPI, metadata={"Software": None})
+    print("assets/ch05_conventions.png: written")
+
+
+def main() -> None:
+    draw_causal_steps()
+    draw_conventions()
+
+
+if __name__ == "__main__":
+    main()
