@@ -120,7 +120,8 @@ def draw_diagrams() -> None:
     """Run every ``assets/draw/*.py`` script: the chapters' diagrams are drawn by code, so they can be edited."""
     import runpy
 
-    for script in sorted(DIAGRAM_SCRIPTS.glob("*.py")):
+    sys.path.insert(0, str(DIAGRAM_SCRIPTS))  # the scripts share helpers from assets/draw/_common.py
+    for script in sorted(DIAGRAM_SCRIPTS.glob("ch*.py")):
         runpy.run_path(str(script), run_name="__main__")
         print(f"{script.relative_to(ROOT)}: drawn")
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 from matplotlib import colormaps
+from _common import canvas as _canvas
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
@@ -38,16 +39,6 @@ def worked_example() -> dict[str, torch.Tensor]:
     scores = mha_lib.attention_scores(q, k)  # (T, T)
     weights = torch.softmax(scores / math.sqrt(q.shape[-1]), dim=-1)  # (T, T), rows sum to 1
     return {"X": x, "Q": q, "K": k, "V": v, "S": scores, "A": weights, "Z": weights @ v}
-
-
-def _canvas(width: float, height: float, xlim: tuple[float, float], ylim: tuple[float, float]):
-    fig = Figure(figsize=(width, height))
-    ax = fig.add_axes((0, 0, 1, 1))
-    ax.set_xlim(*xlim)
-    ax.set_ylim(ylim[1], ylim[0])  # y grows downwards, like the rows of a matrix
-    ax.set_aspect("equal")
-    ax.axis("off")
-    return fig, ax
 
 
 def _matrix(ax, x0: float, y0: float, values: torch.Tensor, name: str, title: str, *, row_labels=None,

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 from matplotlib import colormaps
+from _common import canvas as _canvas
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
@@ -38,16 +39,6 @@ def head_weights() -> torch.Tensor:
     with torch.no_grad():
         _, weights = wrapper(x.unsqueeze(0), return_weights=True)  # (1, T, D) -> (1, H, T, T)
     return weights[0]
-
-
-def _canvas(width: float, height: float, xlim: tuple[float, float], ylim: tuple[float, float]):
-    fig = Figure(figsize=(width, height))
-    ax = fig.add_axes((0, 0, 1, 1))
-    ax.set_xlim(*xlim)
-    ax.set_ylim(ylim[1], ylim[0])  # y grows downwards, like the rows of a matrix
-    ax.set_aspect("equal")
-    ax.axis("off")
-    return fig, ax
 
 
 def _grid(ax, x0: float, y0: float, rows: int, cols: int, colour, *, cell: float = 1.0, text=None) -> None:

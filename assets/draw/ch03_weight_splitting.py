@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+from _common import canvas as _canvas
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
@@ -38,16 +39,6 @@ def _arrow(ax, x0: float, x1: float, y: float, label: str, colour: str = "black"
     ax.add_patch(FancyArrowPatch((x0, y), (x1, y), arrowstyle="-|>", mutation_scale=14, color=colour, lw=1.4))
     ax.text((x0 + x1) / 2, y - 0.35, label, ha="center", va="bottom", fontsize=8.5, color=colour,
             family="monospace")
-
-
-def _canvas(width: float, height: float, xlim: tuple[float, float], ylim: tuple[float, float]):
-    fig = Figure(figsize=(width, height))
-    ax = fig.add_axes((0, 0, 1, 1))
-    ax.set_xlim(*xlim)
-    ax.set_ylim(ylim[1], ylim[0])  # y grows downwards, like the rows of a matrix
-    ax.set_aspect("equal")
-    ax.axis("off")
-    return fig, ax
 
 
 # --- 1. the reshape -------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+from _common import canvas as _canvas
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
@@ -29,16 +30,6 @@ SCORES = torch.tensor([[1.2, 0.3, -0.5, 2.0],
                        [0.4, 1.1, 0.9, -1.3],
                        [-0.2, 0.8, 1.5, 0.6],
                        [0.7, -0.6, 0.2, 1.0]])
-
-
-def _canvas(width: float, height: float, xlim: tuple[float, float], ylim: tuple[float, float]):
-    fig = Figure(figsize=(width, height))
-    ax = fig.add_axes((0, 0, 1, 1))
-    ax.set_xlim(*xlim)
-    ax.set_ylim(ylim[1], ylim[0])  # y grows downwards, like the rows of a matrix
-    ax.set_aspect("equal")
-    ax.axis("off")
-    return fig, ax
 
 
 def _grid(ax, x0: float, y0: float, texts, keep: torch.Tensor, title: str, *, row_labels=None, col_labels=None,
