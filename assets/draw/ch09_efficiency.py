@@ -1,0 +1,138 @@
+"""Diagram of chapter 9 (efficiency), drawn with matplotlib so it can be edited and regenerated.
+
+    python assets/draw/ch09_efficiency.py
+
+writes
+    assets/ch09_memory_flow.png   where the (T, S) scores live. Left, the explicit kernel: every step (Q Kᵀ, mask,
+                                  softmax, · V) is a separate trip between the cores and main memory through a
+                                  B·H·T·S tensor. Right, a fused flash-style kernel: tiles of Q, K and V pass
+                                  through a small on-chip buffer with a running max and sum; only Q, K, V (read)
+                                  and O (written) touch main memory, and the (T, S) weights never exist.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from matplotlib.figure import Figure
+from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
+
+ASSETS = Path(__file__).resolve().parents[1]
+DPI = 100
+MEMORY = "#eeeeee"  # main memory band
+CORES = "#fff4d6"  # compute band
+QKV = ("#8fb8de", "#f4b183", "#a9d18e")  # q, k, v: the palette of the other chapters' diagrams
+BIG = "#d9534f"  # the (T, S) tensor
+OUT = "#c5b3e6"
+
+
+def _canvas(width: float, height: float, xlim, ylim):
+    fig = Figure(figsize=(width, height))
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_xlim(*xlim)
+    ax.set_ylim(ylim[1], ylim[0])  # y grows downwards
+    ax.set_aspect("equal")
+    ax.axis("off")
+    return fig, ax
+
+
+def _arrow(ax, start, end, *, colour="#333333", rad=0.0, lw=1.4, style="-|>"):
+    ax.add_patch(FancyArrowPatch(start, end, arrowstyle=style, mutation_scale=13, lw=lw, color=colour,
+                                 connectionstyle=f"arc3,rad={rad}"))
+
+
+def _op(ax, x, y, text, *, width=2.6):
+    ax.add_patch(FancyBboxPatch((x - width / 2, y - 0.45), width, 0.9, boxstyle="round,pad=0.05,rounding_size=0.3",
+                                facecolor="white", edgecolor="#333333", lw=1.1))
+    ax.text(x, y, text, ha="center", va="center", fontsize=10)
+
+
+def _matrix(ax, x, y, w, h, colour, label, *, dashed=False, fontsize=9.5, label_inside=True):
+    ax.add_patch(Rectangle((x, y), w, h, facecolor="none" if dashed else colour, edgecolor=colour if dashed else
+                           "#555555", lw=1.6 if dashed else 0.8, linestyle="--" if dashed else "-"))
+    if label_inside:
+        ax.text(x + w / 2, y + h / 2, label, ha="center", va="center", fontsize=fontsize)
+    else:
+        ax.text(x + w / 2, y + h + 0.25, label, ha="center", va="top", fontsize=fontsize)
+
+
+def _legend(ax, x_right):
+    """Arrow colours, in the bottom-right corner of the memory band."""
+    ax.text(x_right - 0.2, 11.4, "read from memory", color="#1f4e79", fontsize=8.5, ha="right", va="bottom")
+    ax.text(x_right - 2.9, 11.4, "write to memory  ·", color=BIG, fontsize=8.5, ha="right", va="bottom")
+
+
+def _bands(ax, x0, x1, title):
+    ax.text((x0 + x1) / 2, 0.35, title, ha="center", va="center", fontsize=12.5, weight="bold")
+    ax.add_patch(Rectangle((x0, 1.0), x1 - x0, 3.3, facecolor=CORES, edgecolor="none"))
+    ax.add_patch(Rectangle((x0, 5.4), x1 - x0, 6.2, facecolor=MEMORY, edgecolor="none"))
+    ax.text(x0 + 0.2, 1.25, "compute cores (registers, caches)", ha="left", va="top", fontsize=8.5, color="#7a5c00")
+    ax.text(x0 + 0.2, 11.4, "main memory", ha="left", va="bottom", fontsize=8.5, color="#555555")
+
+
+def draw_memory_flow() -> None:
+    fig, ax = _canvas(13.0, 7.0, (-0.2, 26.2), (-0.2, 13.8))
+
+    # --- left: the explicit kernel -------------------------------------------------------------------------
+    _bands(ax, 0.0, 12.6, "explicit kernel: returns the weights")
+    _matrix(ax, 0.5, 6.0, 0.9, 3.6, QKV[0], "Q", fontsize=9)
+    _matrix(ax, 1.7, 6.0, 0.9, 3.6, QKV[1], "K", fontsize=9)
+    _matrix(ax, 11.2, 6.0, 0.9, 3.6, QKV[2], "V", fontsize=9)
+    ax.add_patch(Rectangle((4.2, 5.9), 5.2, 5.2, facecolor=BIG, alpha=0.3, edgecolor=BIG, lw=1.6))
+    ax.text(6.8, 8.2, "scores → weights\n(B, H, T, S)", ha="center", va="center", fontsize=10.5, linespacing=1.4)
+    ax.text(6.8, 9.9, "B·H·T·S·4 bytes\n384 MiB at B=8, H=12,\nT=S=1024", ha="center", va="center", fontsize=8.5,
+            linespacing=1.3, color="#5a1d1b")
+    ops = (("Q Kᵀ · scale", 2.2, ("w",)), ("mask", 5.05, ("r", "w")), ("softmax", 7.9, ("r", "w")),
+           ("· V", 10.6, ("r",)))
+    for i, (text, x, trips) in enumerate(ops):
+        _op(ax, x, 2.6, f"{i + 1}  {text}", width=2.5)
+        for trip in trips:
+            dx = -0.35 if trip == "r" and len(trips) == 2 else (0.35 if len(trips) == 2 else 0.0)
+            target_x = min(max(x + dx, 4.5), 9.1)
+            if trip == "w":
+                _arrow(ax, (x + dx, 3.1), (target_x, 5.85), colour=BIG)
+            else:
+                _arrow(ax, (target_x, 5.85), (x + dx, 3.1), colour="#1f4e79")
+    _arrow(ax, (0.95, 5.95), (1.6, 3.1), colour="#1f4e79")  # Q, K read by the first matmul
+    _arrow(ax, (2.15, 5.95), (2.2, 3.1), colour="#1f4e79")
+    _arrow(ax, (11.6, 5.95), (10.9, 3.1), colour="#1f4e79")  # V read by the last
+    ax.text(6.3, 12.3, "6 trips of the whole (T, S) tensor through main memory:\n1 write, 2 × (read + write), "
+            "1 read = 6 × 384 MiB = 2.25 GiB at that size", ha="center", va="center", fontsize=9.5, linespacing=1.4)
+    _legend(ax, 12.6)
+
+    # --- right: a fused flash-style kernel ------------------------------------------------------------------
+    x0 = 13.4
+    _bands(ax, x0, 26.0, "fused kernel (flash-style): no weights")
+    _matrix(ax, x0 + 0.5, 6.0, 0.9, 3.6, QKV[0], "Q", fontsize=9)
+    _matrix(ax, x0 + 1.7, 6.0, 0.9, 3.6, QKV[1], "K", fontsize=9)
+    _matrix(ax, x0 + 2.9, 6.0, 0.9, 3.6, QKV[2], "V", fontsize=9)
+    _matrix(ax, x0 + 11.0, 6.0, 0.9, 3.6, OUT, "O", fontsize=9)
+    ax.add_patch(Rectangle((x0 + 4.8, 5.9), 5.2, 5.2, facecolor="none", edgecolor=BIG, lw=1.6, linestyle="--"))
+    ax.text(x0 + 7.4, 8.5, "(T, S) weights:\nnever stored", ha="center", va="center", fontsize=10.5, color=BIG,
+            linespacing=1.4)
+    # the tile loop in the cores
+    ax.add_patch(FancyBboxPatch((x0 + 2.6, 1.55), 7.4, 2.35, boxstyle="round,pad=0.05,rounding_size=0.3",
+                                facecolor="white", edgecolor="#333333", lw=1.1))
+    ax.add_patch(Rectangle((x0 + 2.9, 1.95), 1.3, 1.3, facecolor=BIG, alpha=0.3, edgecolor=BIG, lw=1.2))
+    ax.text(x0 + 3.55, 2.6, "tile", ha="center", va="center", fontsize=8.5)
+    ax.text(x0 + 4.5, 2.05, "for each block of keys:", ha="left", va="top", fontsize=9)
+    ax.text(x0 + 4.5, 2.6, "scores of one tile, running max m,\nrunning sum ℓ, rescale O so far",
+            ha="left", va="top", fontsize=8.5, linespacing=1.3)
+    _arrow(ax, (x0 + 0.95, 5.95), (x0 + 2.9, 3.6), colour="#1f4e79")
+    _arrow(ax, (x0 + 2.15, 5.95), (x0 + 3.3, 3.95), colour="#1f4e79")
+    _arrow(ax, (x0 + 3.35, 5.95), (x0 + 3.9, 3.95), colour="#1f4e79")
+    _arrow(ax, (x0 + 10.0, 2.7), (x0 + 11.45, 5.95), colour=BIG)
+    ax.text(x0 + 6.3, 12.3, "Q, K, V read once, O written once: 4·B·T·D·4 bytes\n= 96 MiB at that size; "
+            "it grows like T, not like T²", ha="center", va="center", fontsize=9.5, linespacing=1.4)
+    _legend(ax, 26.0)
+
+    fig.savefig(ASSETS / "ch09_memory_flow.png", dpi=DPI, metadata={"Software": None})
+    print("assets/ch09_memory_flow.png: written")
+
+
+def main() -> None:
+    draw_memory_flow()
+
+
+if __name__ == "__main__":
+    main()
