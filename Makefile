@@ -11,7 +11,7 @@ WIDGETS7       ?= .venv-ipywidgets7
 WIDGETS7_PINS  := ipywidgets==7.7.1 ipython_genutils==0.2.0
 WIDGETS7_STAMP := $(WIDGETS7)/.installed
 
-.PHONY: lab test notebooks install clean
+.PHONY: lab test notebooks benchmarks install clean
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks/00_start_here.ipynb
@@ -22,6 +22,10 @@ test: $(STAMP) $(WIDGETS7_STAMP)
 # Re-execute every notebook in place (deterministic outputs) and redraw the README figure.
 notebooks: $(STAMP)
 	$(BIN)/python tests/refresh_notebooks.py
+
+# Re-measure speed, memory and import time (saved in assets/benchmarks/), then refresh chapter 9 which plots them.
+benchmarks: $(STAMP)
+	$(BIN)/python tests/benchmarks/run_all.py --quiet-below 10
 
 install: $(STAMP) $(WIDGETS7_STAMP)
 
