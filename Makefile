@@ -23,7 +23,7 @@ test: $(STAMP) $(WIDGETS7_STAMP)
 notebooks: $(STAMP)
 	$(BIN)/python tests/refresh_notebooks.py
 
-# Re-measure speed, memory and import time (saved in assets/benchmarks/), then refresh chapter 9 which plots them.
+# Re-measure speed, memory and import time (saved in mha_lib/benchmark_results/), then refresh chapter 9 which plots them.
 benchmarks: $(STAMP)
 	$(BIN)/python tests/benchmarks/run_all.py --quiet-below 10
 

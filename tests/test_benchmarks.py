@@ -20,7 +20,7 @@ import mha_lib
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "tests" / "benchmarks"
-RESULTS = ROOT / "assets" / "benchmarks"
+RESULTS = ROOT / "mha_lib" / "benchmark_results"
 VARIANTS = ["wrapper", "textbook", "explicit", "fused", "sdpa", "torch_mha", "reference"]
 
 

@@ -1,7 +1,7 @@
 """Peak memory of one attention layer against the sequence length T: explicit kernel vs SDPA (chapter 9).
 
     python tests/benchmarks/attention_memory.py                          # CPU (and CUDA when present)
-    python tests/benchmarks/attention_memory.py --out assets/benchmarks  # ... and save memory_<device>.json
+    python tests/benchmarks/attention_memory.py --out mha_lib/benchmark_results  # ... and save memory_<device>.json
     python tests/benchmarks/attention_memory.py -T 256 512 --modes inference
 
 For every T, the layer ``mha_lib.MultiHeadAttention(kernel=...)`` (B=1, D=768, H=12 by default, causal) runs
@@ -171,7 +171,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("-H", "--heads", type=int, default=12, help="number of heads (default 12)")
     parser.add_argument("--modes", nargs="+", choices=("inference", "training"), default=["inference", "training"])
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    parser.add_argument("--out", type=Path, help="folder to save memory_<device>.json in (e.g. assets/benchmarks)")
+    parser.add_argument("--out", type=Path, help="folder to save memory_<device>.json in (e.g. mha_lib/benchmark_results)")
     parser.add_argument("--point", nargs=2, metavar=("KERNEL", "T"), help=argparse.SUPPRESS)  # one CPU point
     args = parser.parse_args(argv)
     if args.width % args.heads:

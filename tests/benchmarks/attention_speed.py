@@ -1,7 +1,7 @@
 """How fast is each way of computing the same multi-head attention layer? (chapter 9)
 
     python tests/benchmarks/attention_speed.py                          # CPU, and CUDA when present
-    python tests/benchmarks/attention_speed.py --out assets/benchmarks  # ... and save speed_<device>.json there
+    python tests/benchmarks/attention_speed.py --out mha_lib/benchmark_results  # ... and save speed_<device>.json there
     python tests/benchmarks/attention_speed.py -T 256 --repeats 3       # quicker
     python tests/benchmarks/attention_speed.py --profile explicit       # where the time goes, op by op
 
@@ -359,7 +359,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
              "below PCT percent (waits up to 2 minutes per round)",
     )
     parser.add_argument("--no-backward", dest="backward", action="store_false", help="time the forward pass only")
-    parser.add_argument("--out", type=Path, help="folder to save speed_<device>.json in (e.g. assets/benchmarks)")
+    parser.add_argument("--out", type=Path, help="folder to save speed_<device>.json in (e.g. mha_lib/benchmark_results)")
     parser.add_argument(
         "--profile", choices=("wrapper", "textbook", "explicit", "fused", "sdpa", "torch_mha", "reference"),
         help="print torch.profiler's table for this layer's forward instead of timing",

@@ -1,7 +1,7 @@
 """What does ``import mha_lib`` cost on top of ``import torch``? (budget: 0.3 s)
 
     python tests/benchmarks/import_time.py                       # median of 7 fresh processes each
-    python tests/benchmarks/import_time.py --out assets/benchmarks  # ... and save import_time.json
+    python tests/benchmarks/import_time.py --out mha_lib/benchmark_results  # ... and save import_time.json
 
 Every measurement is a fresh Python process (a module is imported only once per process, and a warm file cache
 is the realistic case). Two kinds of process alternate, so a busy moment of the machine hits both alike:
@@ -69,7 +69,7 @@ def measure(repeats: int) -> dict:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=7, help="fresh processes of each kind (default 7)")
-    parser.add_argument("--out", type=Path, help="folder to save import_time.json in (e.g. assets/benchmarks)")
+    parser.add_argument("--out", type=Path, help="folder to save import_time.json in (e.g. mha_lib/benchmark_results)")
     args = parser.parse_args(argv)
     result = measure(args.repeats)
     print(f"import torch                      {result['import_torch_s']:.3f} s  (median of {args.repeats})")

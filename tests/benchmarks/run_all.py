@@ -3,7 +3,7 @@
     python tests/benchmarks/run_all.py            # on a quiet machine: CPU always, CUDA too when present
     python tests/benchmarks/run_all.py --quick    # tiny shapes, a smoke test (do not commit its results)
 
-Writes ``assets/benchmarks/speed_<device>.json``, ``memory_<device>.json`` and ``import_time.json``, then
+Writes ``mha_lib/benchmark_results/speed_<device>.json``, ``memory_<device>.json`` and ``import_time.json``, then
 re-executes ``notebooks/09_efficiency.ipynb`` (its stored outputs print those files, so they must be refreshed
 together). On a GPU machine the new ``speed_cuda.json`` and ``memory_cuda.json`` appear in the notebook next to the
 CPU's without any code change. Takes about 5 minutes on a quiet 2-core CPU (10 on a busy one).
@@ -19,7 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
-RESULTS = ROOT / "assets" / "benchmarks"
+RESULTS = ROOT / "mha_lib" / "benchmark_results"
 NOTEBOOK = ROOT / "notebooks" / "09_efficiency.ipynb"
 
 
@@ -33,7 +33,7 @@ def step(title: str, command: list[str]) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="tiny shapes, written to --out (default /tmp)")
-    parser.add_argument("--out", type=Path, help="where to save the JSON files (default assets/benchmarks)")
+    parser.add_argument("--out", type=Path, help="where to save the JSON files (default mha_lib/benchmark_results)")
     parser.add_argument("--quiet-below", metavar="PCT", help="passed to attention_speed.py (shared machines)")
     parser.add_argument("--no-notebook", dest="notebook", action="store_false", help="skip the notebook refresh")
     args = parser.parse_args(argv)

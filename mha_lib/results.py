@@ -1,0 +1,31 @@
+"""Saved measurements that ship inside the package, so a notebook reads them anywhere (Colab, a copied notebook).
+
+    mha_lib.results.load("speed")    # {"cpu": {...}, "cuda": {...}}: every device measured, CPU first
+    mha_lib.results.load("import_time")
+
+`tests/benchmarks/run_all.py` writes these files (``benchmark_results/<kind>_<device>.json`` or
+``<kind>.json``); nothing is downloaded at run time.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+KINDS = ("speed", "memory", "import_time")
+
+
+def _folder():
+    return resources.files("mha_lib") / "benchmark_results"
+
+
+def load(kind: str) -> dict:
+    """Every saved result of one benchmark, keyed by device (CPU first); ``import_time`` is one result."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    if kind == "import_time":
+        return json.loads((_folder() / "import_time.json").read_text(encoding="utf-8"))
+    files = (f for f in _folder().iterdir() if f.name.startswith(f"{kind}_") and f.name.endswith(".json"))
+    found = [json.loads(f.read_text(encoding="utf-8")) for f in files]
+    found.sort(key=lambda r: (r["device"] != "cpu", r["device"]))
+    return {r["device"]: r for r in found}
