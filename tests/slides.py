@@ -1,0 +1,462 @@
+"""Slides from the chapters: reveal.js slide metadata derived from a notebook's structure, and offline decks.
+
+    python tests/slides.py                                   # every chapter -> build/slides/NN_name.slides.html
+    python tests/slides.py --out DIR notebooks/04_scaling.ipynb
+    python tests/slides.py --no-input                        # outputs and text only, no code
+
+Nobody writes slide metadata by hand (issue 14, conventions point 10). ``stamp_slides(nb)`` sets
+``metadata.slideshow.slide_type`` on every cell from what the cell is:
+
+==========================================================  ============
+cell                                                        slide_type
+==========================================================  ============
+``#`` or ``##`` heading (first line of a markdown cell)      ``slide``
+``###`` heading                                             ``subslide``
+Colab badge and set-up cell; hint and solution blocks       ``skip``
+(tagged ``hint``/``solution``, or a markdown cell that
+is only ``<details>`` blocks); exercise checker cells
+a widget cell whose ``##`` section has a static figure      ``skip`` (widgets do not export)
+predict / discussion / exercise cell                        ``subslide`` (a screen of its own), or ``-``
+                                                            when it is the first thing under a heading
+the code cell right after a predict cell (its answer)       ``fragment`` (appears on the next click)
+anything else                                               ``-`` (same slide as the cell before)
+==========================================================  ============
+
+``make notebooks`` stamps every notebook this way (``tests/refresh_notebooks.py`` calls ``stamp_slides``).
+
+``export`` writes one reveal.js deck per chapter with nbconvert's ``SlidesExporter`` (what ``jupyter nbconvert
+--to slides`` runs), out of the tree by default (``build/slides/``, git-ignored). The decks work offline: reveal.js
+5 comes from the pinned ``sphinx-revealjs`` package and MathJax 2 from ``jupyter-server-mathjax``; both are copied
+next to the decks, and the template below loads nothing from the network (nbconvert's default one fetches
+reveal.js, jQuery, RequireJS, MathJax and mermaid from CDNs). Copy the whole output folder to the classroom
+machine. Tall slides scroll; figure cells with long drawing code show only the figure; widget outputs, which
+cannot run in a deck, are replaced by a one-line note when no static figure stands in for them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import importlib.util
+import re
+import shutil
+import sys
+from pathlib import Path
+
+from nbformat.v4 import new_markdown_cell
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+DEFAULT_OUT = ROOT / "build" / "slides"
+
+SLIDE_TYPES = ("slide", "subslide", "fragment", "skip", "notes", "-")
+SKIP_TAGS = {"colab-badge", "colab-setup", "hint", "solution"}
+SCREEN_TAGS = ("predict", "discussion", "exercise")  # each gets a screen of its own
+SCREEN_PREFIXES = {"predict": "**Predict before you run.**", "discussion": "**Discuss.**", "exercise": "**Exercise"}
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+IMAGE_MIMES = ("image/png", "image/jpeg", "image/svg+xml")
+LONG_FIGURE_CODE = 12  # a figure cell with more code lines than this shows only its figure in the deck
+HEADING = re.compile(r"^(#{1,6})\s+\S")
+CHECKER_CALL = re.compile(r"^\s*check_\w+\(")
+
+# reveal.js and MathJax, read from the packages that ship them (found without importing them: sphinx_revealjs
+# imports Sphinx at import time)
+REVEAL_PACKAGE, REVEAL_FOLDER = "sphinx_revealjs", ("_static", "revealjs")
+MATHJAX_PACKAGE, MATHJAX_FOLDER = "jupyter_server_mathjax", ("static",)
+MATHJAX_CONFIG = "TeX-AMS-MML_HTMLorMML-full,Safe"
+DECK_WIDTH, DECK_HEIGHT = 1280, 800  # reveal.js scales this 16:10 canvas to the screen
+
+
+# --------------------------------------------------------------------------------------------------- reading cells
+
+
+def _check_notebook(nb) -> None:
+    cells = nb.get("cells") if isinstance(nb, dict) else None
+    if not isinstance(cells, list):
+        raise TypeError(f"nb: expected a notebook (nbformat.NotebookNode or dict with a 'cells' list), "
+                        f"got {type(nb).__name__}")
+
+
+def _source(cell) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else source
+
+
+def _tags(cell) -> set[str]:
+    return set(cell.get("metadata", {}).get("tags", []))
+
+
+def headings(text: str) -> list[tuple[int, int, str]]:
+    """The markdown headings of ``text`` as (line number, level, title), leaving out ``#`` lines inside code
+    fences (a solution's Python comments) and inside ``<details>`` blocks."""
+    found, fence, depth = [], False, 0
+    for number, line in enumerate(text.splitlines()):
+        stripped = line.strip()
+        if stripped.startswith(("```", "~~~")):
+            fence = not fence
+            continue
+        if fence:
+            continue
+        if depth == 0:
+            match = HEADING.match(line)
+            if match:
+                found.append((number, len(match.group(1)), line[match.end(1):].strip()))
+        depth = max(0, depth + stripped.count("<details") - stripped.count("</details>"))
+    return found
+
+
+def heading_level(cell) -> int:
+    """The level (1-6) of the highest heading of a markdown cell, 0 for none. A heading further down a cell
+    still makes the cell start a slide (``export`` splits such cells; ``heading_warnings`` names them)."""
+    if cell.get("cell_type") != "markdown":
+        return 0
+    levels = [level for _, level, _ in headings(_source(cell))]
+    return min(levels) if levels else 0
+
+
+def heading_warnings(nb) -> list[str]:
+    """Headings (``#`` to ``###``) that are not the first line of their cell: the slide, and the guide's section,
+    start at the cell, so the text above the heading lands in the wrong place."""
+    _check_notebook(nb)
+    warnings = []
+    for index, cell in enumerate(nb["cells"]):
+        if cell.get("cell_type") != "markdown":
+            continue
+        lines = _source(cell).splitlines()
+        first = next((n for n, line in enumerate(lines) if line.strip()), 0)
+        for number, level, title in headings(_source(cell)):
+            if level <= 3 and number != first:
+                warnings.append(f"cell {index}: heading {'#' * level} {title!r} is not at the top of its cell")
+    return warnings
+
+
+def split_at_headings(nb):
+    """A copy of ``nb`` in which every markdown cell with a ``#``-``###`` heading below its first line is cut
+    into one cell per heading. The cell's metadata (tags, teacher notes) goes with its first heading."""
+    _check_notebook(nb)
+    nb = copy.deepcopy(nb)
+    cells = []
+    for cell in nb["cells"]:
+        lines = _source(cell).splitlines(keepends=True) if cell.get("cell_type") == "markdown" else []
+        first = next((n for n, line in enumerate(lines) if line.strip()), 0)
+        cuts = [number for number, level, _ in headings("".join(lines)) if level <= 3 and number != first]
+        if not cuts:
+            cells.append(cell)
+            continue
+        bounds = [0, *cuts, len(lines)]
+        pieces = ["".join(lines[a:b]).strip("\n") for a, b in zip(bounds, bounds[1:])]
+        owner = 0 if heading_level({"cell_type": "markdown", "source": pieces[0]}) else 1
+        for number, piece in enumerate(pieces):
+            if number == owner:
+                cell["source"] = piece
+                cells.append(cell)
+            elif piece.strip():
+                cells.append(new_markdown_cell(piece))
+    nb["cells"] = cells
+    return nb
+
+
+def _mimes(cell) -> set[str]:
+    found = set()
+    for output in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
+        found |= set(output.get("data", {}))
+    return found
+
+
+def has_figure(cell) -> bool:
+    return any(mime in _mimes(cell) for mime in IMAGE_MIMES)
+
+
+def is_widget(cell) -> bool:
+    return WIDGET_MIME in _mimes(cell)
+
+
+def is_checker(cell) -> bool:
+    """An exercise's checker cell: it imports from ``mha_lib.exercises`` or only calls ``check_*``."""
+    if cell.get("cell_type") != "code":
+        return False
+    code = [line for line in _source(cell).splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    if not code:
+        return False
+    if any("mha_lib.exercises" in line for line in code):
+        return True
+    return all(CHECKER_CALL.match(line) or line.lstrip().startswith(("from ", "import ")) for line in code)
+
+
+def is_hidden_block(cell) -> bool:
+    """A markdown cell made only of ``<details>`` blocks (hints, solutions): one click away in the notebook,
+    noise on a slide."""
+    if cell.get("cell_type") != "markdown":
+        return False
+    text = _source(cell).strip()
+    return text.startswith("<details") and text.endswith("</details>")
+
+
+def role(cell) -> str | None:
+    """``"predict"``, ``"discussion"``, ``"exercise"`` (conventions points 5-7: tag, or the opening words), or
+    None."""
+    if cell.get("cell_type") != "markdown":
+        return None
+    tags, text = _tags(cell), _source(cell).lstrip()
+    for name in SCREEN_TAGS:
+        if name in tags or text.startswith(SCREEN_PREFIXES[name]):
+            return name
+    return None
+
+
+# --------------------------------------------------------------------------------------------------- the rules
+
+
+def slide_types(nb) -> list[str]:
+    """The ``slide_type`` of every cell of ``nb``, from its structure (the table in this module's docstring).
+    Pure: ``nb`` is not changed."""
+    _check_notebook(nb)
+    cells = nb["cells"]
+    # the `##` section of each cell (a `#` or `##` heading opens one), to find a widget's static figure
+    section, sections = 0, []
+    for cell in cells:
+        if heading_level(cell) in (1, 2):
+            section += 1
+        sections.append(section)
+    sections_with_figure = {sections[i] for i, cell in enumerate(cells) if has_figure(cell) and not is_widget(cell)}
+
+    types: list[str] = []
+    after_heading = False  # nothing shown yet under the last heading
+    for index, cell in enumerate(cells):
+        level = heading_level(cell)
+        if _tags(cell) & SKIP_TAGS or is_hidden_block(cell) or is_checker(cell):
+            kind = "skip"
+        elif is_widget(cell) and sections[index] in sections_with_figure:
+            kind = "skip"
+        elif level in (1, 2):
+            kind = "slide"
+        elif level == 3:
+            kind = "subslide"
+        elif role(cell) is not None:
+            kind = "-" if after_heading else "subslide"
+        elif cell.get("cell_type") == "code" and _previous_shown_role(cells, types, index) == "predict":
+            kind = "fragment"
+        else:
+            kind = "-"
+        types.append(kind)
+        if kind != "skip":
+            after_heading = level in (1, 2, 3) and role(cell) is None
+    return types
+
+
+def _previous_shown_role(cells, types, index) -> str | None:
+    for previous in range(index - 1, -1, -1):
+        if types[previous] != "skip":
+            return role(cells[previous])
+    return None
+
+
+def stamp_slides(nb) -> list[str]:
+    """Write ``metadata.slideshow.slide_type`` into every cell of ``nb`` (in place) and return warnings about
+    what the deck cannot show: a widget with no static figure in its section (its output becomes a note in the
+    deck)."""
+    types = slide_types(nb)
+    for cell, kind in zip(nb["cells"], types):
+        cell.setdefault("metadata", {})["slideshow"] = {"slide_type": kind}
+    return [f"cell {index}: widget with no static figure in its section (the deck shows a note instead)"
+            for index, (cell, kind) in enumerate(zip(nb["cells"], types)) if is_widget(cell) and kind != "skip"]
+
+
+def count_slides(types: list[str]) -> tuple[int, int]:
+    """(horizontal slides, all screens) that reveal.js shows for these slide types: nbconvert makes the first
+    shown cell a slide whatever its type."""
+    shown = [kind for kind in types if kind not in ("skip", "notes")]
+    if not shown:
+        return 0, 0
+    rest = shown[1:]
+    slides = 1 + rest.count("slide")
+    return slides, slides + rest.count("subslide")
+
+
+# --------------------------------------------------------------------------------------------------- the decks
+
+TEMPLATE = r"""{%- extends 'index.html.j2' -%}
+{# nbconvert's reveal template, minus everything it would fetch from a CDN: no jQuery, RequireJS, mermaid or
+   widget manager; reveal.js from the folder beside the deck. #}
+{%- block html_head_js -%}{%- endblock html_head_js -%}
+{% block jupyter_widgets %}{% endblock jupyter_widgets %}
+{%- block html_head_css -%}
+<style type="text/css">
+/* projector: readable body text, figures never wider or taller than the screen */
+.reveal .slides { text-align: left; }
+.reveal .slides section { font-size: 24px; line-height: 1.35; }
+.reveal .slides section .jp-RenderedHTMLCommon h1 { font-size: 44px; }
+.reveal .slides section .jp-RenderedHTMLCommon h2 { font-size: 36px; }
+.reveal .slides section .jp-RenderedHTMLCommon h3 { font-size: 30px; }
+.reveal .slides section img { max-height: 700px; max-width: 100%; }
+.reveal .slides section details { font-size: 20px; }
+.reveal .slides section pre { white-space: pre-wrap; overflow-wrap: anywhere; }  /* 120-column code wraps */
+.reveal .mha-widget-note { font-style: italic; color: #555; }
+</style>
+{%- endblock html_head_css -%}
+{%- block html_head_js_mathjax -%}
+{# MathJax 2 from the folder beside the deck, with the STIX web font (the one its package ships) #}
+<script type="text/x-mathjax-config">
+MathJax.Hub.Config({
+  tex2jax: {inlineMath: [["$", "$"], ["\\(", "\\)"]], displayMath: [["$$", "$$"], ["\\[", "\\]"]],
+            processEscapes: true, processEnvironments: true},
+  "HTML-CSS": {availableFonts: [], preferredFont: null, webFont: "STIX-Web", scale: 100},
+  messageStyle: "none", displayAlign: "center"
+});
+</script>
+<script src="{{ resources.mathjax_url }}"></script>
+{%- endblock html_head_js_mathjax -%}
+{% block footer_js %}
+<script src="{{ resources.reveal.url_prefix }}/dist/reveal.js"></script>
+<script src="{{ resources.reveal.url_prefix }}/plugin/notes/notes.js"></script>
+<script>
+Reveal.initialize({
+  controls: true, progress: true, history: true, center: false,
+  transition: "{{ resources.reveal.transition }}", slideNumber: "{{ resources.reveal.number }}",
+  width: {{ resources.reveal.width }}, height: {{ resources.reveal.height }}, margin: 0.03,
+  plugins: [RevealNotes]
+});
+// a slide taller than the screen scrolls instead of being cut off
+function fitSlide() {
+  var height = Reveal.getConfig().height;
+  document.querySelectorAll(".reveal .slides section.present").forEach(function (s) {
+    if (s.querySelector("section")) return;  // a stack of subslides: its children scroll
+    if (s.scrollHeight > height) {
+      s.style.height = height + "px"; s.style.overflowY = "auto"; s.style.top = "0px";
+    }
+  });
+}
+function retypeset() {
+  if (window.MathJax && MathJax.Hub) { MathJax.Hub.Queue(["Rerender", MathJax.Hub, Reveal.getCurrentSlide()]); }
+}
+Reveal.on("ready", fitSlide);
+Reveal.on("slidechanged", function () { fitSlide(); retypeset(); });
+</script>
+{% endblock footer_js %}
+"""
+
+
+def _package_folder(package: str, parts: tuple[str, ...]) -> Path:
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit(f"the package {package!r} is missing: it ships the offline slides' JavaScript; "
+                         "install the pins of requirements.txt (`make install`)")
+    folder = Path(list(spec.submodule_search_locations)[0]).joinpath(*parts)
+    if not folder.is_dir():
+        raise SystemExit(f"{folder} is missing: has the layout of {package!r} changed?")
+    return folder
+
+
+def copy_offline_assets(out: Path) -> None:
+    """reveal.js (script, styles, themes, the speaker-notes plugin) and MathJax 2, next to the decks."""
+    reveal = _package_folder(REVEAL_PACKAGE, REVEAL_FOLDER)
+    for part in ("dist", "plugin/notes"):
+        shutil.copytree(reveal / part, out / "reveal.js" / part, dirs_exist_ok=True)
+    shutil.copytree(_package_folder(MATHJAX_PACKAGE, MATHJAX_FOLDER), out / "mathjax", dirs_exist_ok=True)
+
+
+def deck_notebook(nb):
+    """The copy of ``nb`` that becomes a deck: slide types stamped; widget outputs that no figure replaces
+    turned into a note; long drawing code hidden behind its figure; no widget state (its manager would come from
+    a CDN)."""
+    nb = split_at_headings(nb)
+    stamp_slides(nb)
+    nb.get("metadata", {}).pop("widgets", None)
+    note = ("<p class='mha-widget-note'>An interactive explorer: run this cell in JupyterLab or Colab "
+            "to use it.</p>")
+    for cell in nb["cells"]:
+        if cell["metadata"]["slideshow"]["slide_type"] == "skip" or cell.get("cell_type") != "code":
+            continue
+        if is_widget(cell):
+            cell["outputs"] = [{"output_type": "display_data", "metadata": {}, "data": {"text/html": note}}]
+        elif has_figure(cell) and len(_source(cell).splitlines()) > LONG_FIGURE_CODE:
+            cell["metadata"].setdefault("transient", {})["remove_source"] = True
+    return nb
+
+
+IMAGE_LINK = re.compile(r"(!\[[^\]]*\]\(|<img\s[^>]*?src=[\"'])([^)\"'\s]+)")
+TIME_SUFFIX = re.compile(r"^(#{1,6} .+?) · ~\d+ min$", re.MULTILINE)
+
+
+def _rebase_images(text: str, folder: Path, base: Path) -> str:
+    """Relative image links of a markdown cell in ``folder``, made relative to ``base`` (nbconvert embeds only
+    images below the path it is given, and the chapters' figures are in ../assets)."""
+    def rebase(match):
+        link = match.group(2)
+        if re.match(r"^[a-z]+:", link) or link.startswith("/"):
+            return match.group(0)
+        target = (folder / link).resolve()
+        if not target.is_relative_to(base):
+            return match.group(0)
+        return match.group(1) + target.relative_to(base).as_posix()
+    return IMAGE_LINK.sub(rebase, text)
+
+
+def export(paths, out: Path = DEFAULT_OUT, *, no_input: bool = False, theme: str = "white") -> list[Path]:
+    """Write one reveal.js deck per notebook into ``out`` (with the offline JavaScript beside them); return the
+    decks' paths."""
+    import nbformat
+    from jinja2 import DictLoader
+    from nbconvert import SlidesExporter
+
+    paths = [Path(p) for p in paths]
+    for path in paths:
+        if path.suffix != ".ipynb" or not path.is_file():
+            raise ValueError(f"paths: expected existing .ipynb files, got {str(path)!r}")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    copy_offline_assets(out)
+    exporter = SlidesExporter(
+        extra_loaders=[DictLoader({"mha_slides.html.j2": TEMPLATE})],
+        template_file="mha_slides.html.j2",
+        reveal_url_prefix="reveal.js",
+        reveal_theme=theme,
+        reveal_transition="none",  # a projector and a class: no animation between slides
+        reveal_number="c/t",
+        reveal_width=str(DECK_WIDTH),
+        reveal_height=str(DECK_HEIGHT),
+        reveal_scroll=True,
+        mathjax_url=f"mathjax/MathJax.js?config={MATHJAX_CONFIG}",
+        embed_images=True,  # markdown images (../assets/*.png) travel inside the deck
+        exclude_input=no_input,
+        exclude_input_prompt=True,
+        exclude_output_prompt=True,
+    )
+    decks = []
+    for path in paths:
+        nb = deck_notebook(nbformat.read(path, as_version=4))
+        folder = path.resolve().parent
+        base = folder.parent  # the repository for notebooks/, so that ../assets/ images are embedded
+        for cell in nb["cells"]:
+            if cell.get("cell_type") == "markdown":
+                cell["source"] = TIME_SUFFIX.sub(r"\1", _rebase_images(_source(cell), folder, base))
+        body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": path.stem, "path": str(base)}})
+        deck = out / f"{path.stem}.slides.html"
+        deck.write_text(body, encoding="utf-8")
+        decks.append(deck)
+    return decks
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description="Export the chapters as offline reveal.js decks.")
+    parser.add_argument("notebooks", nargs="*", type=Path, help="default: every notebooks/*.ipynb")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="folder for the decks (default build/slides)")
+    parser.add_argument("--no-input", action="store_true", help="leave out all code: text and outputs only")
+    parser.add_argument("--theme", default="white", help="a reveal.js theme (white, simple, black, ...)")
+    args = parser.parse_args(argv)
+    import nbformat
+
+    paths = args.notebooks or sorted(NOTEBOOKS.glob("*.ipynb"))
+    decks = export(paths, args.out, no_input=args.no_input, theme=args.theme)
+    for path, deck in zip(paths, decks):
+        nb = nbformat.read(path, as_version=4)
+        slides, screens = count_slides(slide_types(split_at_headings(nb)))
+        print(f"{deck}: {slides} slides, {screens} screens")
+        for warning in heading_warnings(nb) + stamp_slides(nb):
+            print(f"  {path.name}: {warning}")
+    print(f"open {args.out / (paths[0].stem + '.slides.html')} in a browser (works offline; keep the folder together)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
