@@ -3,17 +3,170 @@
 matplotlib is imported here only, so ``import mha_lib`` stays light. The figure is a plain
 ``matplotlib.figure.Figure`` (not a pyplot figure): nothing global is touched, nothing is shown twice, and the
 caller decides what to do with it (a notebook displays it when it is the cell's last value).
+
+The colour rules of the whole series live here (the explorers in ``widgets.py`` use the same ones):
+
+* one colour map per quantity: attention **weights** use the sequential ``viridis`` from 0 up; **scores**
+  (raw, scaled, masked: anything signed) use the diverging ``RdBu_r`` with limits ``±bound``, so 0 is always
+  the white middle;
+* masked entries (−∞ scores, or weights the mask blocked) are light grey, ``MASKED_RGB``, whatever the map;
+* NaN is never drawn as a number: ``plot_heads`` refuses it unless asked to show it (``nan="show"``: red
+  hatching and a note);
+* one row must not wash out the rest: a row that is off the scale (a query with a single key to attend to,
+  whose weight is 1 by construction; a row of scores far larger than all others) is left out of the colour
+  range, drawn in the end colour, and a note under the figure says so;
+* sizes for a projector, at the 100 dpi a notebook shows the figure at: labels ≥ 10 px (8 pt = 11 px),
+  titles 12.5 px, and no figure taller than ``MAX_HEIGHT_IN`` (900 px) or wider than ``MAX_WIDTH_IN``
+  (1200 px): panels shrink, or more of them go in a row, and long token lists are labelled every k-th token.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Sequence
+import numbers
+import unicodedata
+from typing import NamedTuple, Sequence
 
+import numpy as np
 import torch
 
 from .fonts import use_cjk_fallback
 from .validation import check_positive_int, check_tensor
+
+#: One colour map per quantity, across the series (plot_heads, the explorers, the chapters' own figures).
+COLORMAPS = {"weights": "viridis", "scores": "RdBu_r"}
+QUANTITIES = ("auto", "weights", "scores")
+MASKED_RGB = (205, 205, 205)  # masked (−∞ / blocked) entries: light grey
+MASKED_STRIPE_RGB = (140, 140, 140)  # the explorer's stripes over them
+NAN_RGB = (214, 39, 40)  # NaN: red hatching
+
+DPI = 100  # what a notebook shows: 1 inch = 100 px, so a font of p points is p × 100/72 px
+LABEL_PT = 8.0  # tick and token labels: 11.1 px
+TITLE_PT = 9.0  # panel titles, axis names, colour-bar label, notes: 12.5 px
+SUPTITLE_PT = 11.0
+MIN_LABEL_PX = 10.0
+MAX_HEIGHT_IN = 9.0  # 900 px: fits a 1080-line screen or projector below the notebook's toolbar
+MAX_WIDTH_IN = 12.0  # 1200 px: a notebook's output area on a 1366-px screen shows it without scaling it down
+MAX_COLUMNS = 8
+# A row is left out of an automatic range when the rest of the data spans less than this share of it: a row of
+# weights with a single key (weight 1 by construction, it says nothing) as soon as that gains 10 % of contrast;
+# a row of scores only when it is a real outlier (1.5 × every other row).
+OFF_SCALE = {"weights": 0.9, "scores": 2 / 3}
+
+
+def px(points: float, dpi: float = DPI) -> float:
+    """The height in pixels of a ``points`` font drawn at ``dpi`` (what the readability tests measure)."""
+    return points * dpi / 72
+
+
+# --- colour scales (no matplotlib needed) ---------------------------------------------------------------------
+
+
+class Scale(NamedTuple):
+    """How one quantity is coloured: the map, its limits, the overflow arrows and a note for the reader."""
+
+    quantity: str  # "weights" or "scores"
+    cmap: str
+    vmin: float
+    vmax: float
+    extend: str  # "neither", "min", "max", "both": data beyond the limits (drawn in the end colours)
+    note: str | None  # says which row was left out of the range, when one was
+
+
+def colour_scale(
+    values,
+    quantity: str = "auto",
+    *,
+    keep=None,
+    vmin: float | None = None,
+    vmax: float | None = None,
+    robust: bool = True,
+    labels: Sequence[str] | None = None,
+) -> Scale:
+    """The colour scale of ``values`` ``(H, T, S)`` (a tensor or numpy array; NaN and −∞ are ignored).
+
+    ``quantity``: ``"weights"`` (0 up to the largest value, ``viridis``), ``"scores"`` (``±`` the largest
+    ``|value|``, ``RdBu_r``, centred on 0) or ``"auto"`` (scores when anything is negative or −∞, else
+    weights). ``keep``: a boolean array broadcastable to ``values``; blocked entries do not count. ``vmin`` /
+    ``vmax``: fixed limits (for scores, one of them is mirrored: the scale stays centred). ``robust``: leave one
+    off-scale row out of an automatic range (see the module's docstring); ``labels`` names the rows in the note.
+    """
+    quantity = _check_quantity(quantity)
+    array = np.asarray(values.detach().cpu().float() if isinstance(values, torch.Tensor) else values, float)
+    if array.ndim == 2:
+        array = array[None]  # (T, S) -> (1, T, S)
+    usable = np.isfinite(array) if keep is None else np.isfinite(array) & np.broadcast_to(keep, array.shape)
+    if quantity == "auto":
+        quantity = "scores" if np.isneginf(array).any() or (array[usable] < 0).any() else "weights"
+    vmin, vmax = _check_limit("vmin", vmin), _check_limit("vmax", vmax)
+    if not isinstance(robust, bool):
+        raise TypeError(f"robust must be True or False, got {type(robust).__name__} {robust!r}")
+    names = list(labels) if labels is not None else [str(t) for t in range(array.shape[1])]
+
+    note = None
+    if quantity == "weights":
+        lo = 0.0 if vmin is None else vmin
+        hi = vmax
+        if hi is None:
+            full = float(array[usable].max()) if usable.any() else lo + 1.0
+            hi = full
+            if robust:
+                # a row whose only non-zero entry is its weight 1: a query with one key to attend to
+                single = ((array != 0) & usable).sum(-1) == 1  # (H, T)
+                rows = np.flatnonzero(single.all(0))
+                rest = usable.copy()
+                rest[:, rows] = False
+                if len(rows) and rest.any() and lo < float(array[rest].max()) < OFF_SCALE["weights"] * full:
+                    hi = float(array[rest].max())
+                    which = ", ".join(f'"{names[t]}"' for t in rows[:3]) + (" …" if len(rows) > 3 else "")
+                    note = (f"row{'s' if len(rows) > 1 else ''} {which} left out of the colour range: one key to "
+                            f"attend to, weight {full:.2f} (drawn in the top colour)")
+            if not hi > lo:
+                hi = lo + 1.0
+    else:
+        if vmin is not None and vmax is not None:
+            lo, hi = vmin, vmax
+        elif vmin is not None or vmax is not None:
+            bound = abs(vmax if vmax is not None else vmin)
+            lo, hi = -bound, bound
+        else:
+            magnitude = np.where(usable, np.abs(np.where(usable, array, 0.0)), 0.0)  # (H, T, S)
+            rows = magnitude.max(axis=(0, 2))  # (T,): the largest |value| of each query row, all heads
+            bound = float(rows.max()) if rows.size else 0.0
+            if robust and rows.size > 2:
+                top = int(rows.argmax())
+                rest = float(np.delete(rows, top).max())
+                if 0 < rest < OFF_SCALE["scores"] * bound:
+                    note = (f'row "{names[top]}" left out of the colour range: |value| up to {bound:.3g} '
+                            f"(drawn in the end colours)")
+                    bound = rest
+            bound = bound if bound > 0 else 1.0  # an all-zero matrix still gets a usable scale
+            lo, hi = -bound, bound
+    if not hi > lo:
+        raise ValueError(f"vmin must be smaller than vmax, got vmin={lo} and vmax={hi}")
+    data = array[usable]
+    above, below = bool((data > hi).any()), bool((data < lo).any())
+    extend = {(True, True): "both", (True, False): "max", (False, True): "min"}.get((above, below), "neither")
+    return Scale(quantity, COLORMAPS[quantity], float(lo), float(hi), extend, note)
+
+
+def _check_quantity(quantity) -> str:
+    if quantity not in QUANTITIES:
+        raise ValueError(f"quantity must be one of {list(QUANTITIES)}, got {quantity!r}")
+    return quantity
+
+
+def _check_limit(name: str, value) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number or None, got {type(value).__name__} {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value}")
+    return float(value)
+
+
+# --- plot_heads -----------------------------------------------------------------------------------------------
 
 
 def plot_heads(
@@ -25,76 +178,395 @@ def plot_heads(
     title: str | None = None,
     head_titles: Sequence[str] | None = None,
     ncols: int | None = None,
-    cmap: str = "viridis",
+    cmap=None,
     vmin: float | None = None,
     vmax: float | None = None,
-    colorbar_label: str = "attention weight",
+    colorbar_label: str | None = None,
     panel_size: float = 2.6,
+    quantity: str = "auto",
+    mask="auto",
+    robust: bool = True,
+    nan: str = "raise",
 ):
     """Draw one heatmap per head and return the ``Figure``.
 
     weights: ``(T, S)`` one matrix, ``(H, T, S)`` one per head, or ``(B, H, T, S)`` (``batch_index`` picks
-    the sequence). Row ``t`` is what query token ``t`` attends to. All panels share one colour scale (default:
-    0 to the largest value, or the data's range when it has negative entries), shown by one colour bar.
+    the sequence). Row ``t`` is what query token ``t`` attends to. All panels share one colour scale, shown by
+    one colour bar, chosen by ``quantity`` (see ``colour_scale``): ``"weights"`` 0 … max in ``viridis``,
+    ``"scores"`` ±max in ``RdBu_r`` centred on 0, ``"auto"`` (scores when any value is negative or −∞).
+    ``vmin`` / ``vmax`` fix the limits; ``cmap`` overrides the map (the series uses one map per quantity:
+    leave it out). ``robust`` leaves one off-scale row out of the automatic range and says so under the figure.
+
+    mask: which entries were blocked, drawn grey. A ``torch.bool`` keep mask (``True`` = attend) that
+    broadcasts to ``weights``; ``"auto"`` (for weights: an upper triangle that is exactly 0 in every head is a
+    causal mask, a key column that is exactly 0 everywhere is padding); ``None``: none. −∞ is always grey.
+
+    nan: ``"raise"`` (a ``ValueError``: NaN weights mean a bug upstream, usually a fully masked row) or
+    ``"show"`` (NaN entries hatched red, with a note). Labels are lists of strings (one per token); panels
+    shrink (or ``ncols`` grows, when not given) so that the figure stays within 1200 × 900 px.
     """
     from matplotlib.figure import Figure  # lazy: plotting is optional
 
-    use_cjk_fallback()  # tokens in any script get real glyphs, not boxes
-
     check_tensor("weights", weights)
+    if weights.is_complex() or weights.dtype == torch.bool:
+        raise TypeError(f"weights must be a real-valued tensor, got dtype {weights.dtype}")
+    if weights.dim() not in (2, 3, 4):
+        raise ValueError(f"weights must be (T, S), (H, T, S) or (B, H, T, S), got {weights.dim()}-D "
+                         f"shape {tuple(weights.shape)}")
+    if weights.numel() == 0:
+        raise ValueError(f"weights must not be empty, got shape {tuple(weights.shape)}")
+    keep = _keep_mask(mask, weights)  # broadcast to the shape of weights, or None
     if weights.dim() == 4:
+        if isinstance(batch_index, bool) or not isinstance(batch_index, numbers.Integral):
+            raise TypeError(f"batch_index must be an int, got {type(batch_index).__name__} {batch_index!r}")
         if not 0 <= batch_index < weights.shape[0]:
             raise ValueError(f"batch_index must be in [0, {weights.shape[0] - 1}], got {batch_index}")
         weights = weights[batch_index]  # (B, H, T, S) -> (H, T, S)
+        keep = None if keep is None else keep[batch_index]  # (B, H, T, S) -> (H, T, S)
     elif weights.dim() == 2:
         weights = weights[None]  # (T, S) -> (1, T, S)
-    elif weights.dim() != 3:
-        raise ValueError(f"weights must be (T, S), (H, T, S) or (B, H, T, S), got {weights.dim()}-D")
-    data = weights.detach().float().cpu()
-    if torch.isnan(data).any():
-        raise ValueError("weights contain NaN; a fully masked row is the usual cause")
+        keep = None if keep is None else keep[None]  # (T, S) -> (1, T, S)
+    data = weights.detach().cpu().double().numpy()  # (H, T, S)
     H, T, S = data.shape
+    keep = None if keep is None else keep.cpu().numpy()  # (H, T, S)
+    if nan not in ("raise", "show"):
+        raise ValueError(f"nan must be 'raise' or 'show', got {nan!r}")
+    nans = np.isnan(data)
+    if nans.any() and nan == "raise":
+        raise ValueError("weights contain NaN (a fully masked row is the usual cause); fix the computation, or "
+                         "pass nan='show' to draw them hatched")
     query_labels = _labels("query_labels", query_labels, T)
     key_labels = query_labels if key_labels is None and S == T else _labels("key_labels", key_labels, S)
-    if head_titles is not None and len(head_titles) != H:
-        raise ValueError(f"head_titles must have {H} entries (one per head), got {len(head_titles)}")
+    head_titles = _titles(head_titles, H)
+    for name, value in (("title", title), ("colorbar_label", colorbar_label)):
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{name} must be a str or None, got {type(value).__name__} {value!r}")
+    if ncols is not None:
+        ncols = check_positive_int("ncols", ncols)
+    panel_size = _check_size("panel_size", panel_size)
 
-    finite = data[torch.isfinite(data)]
-    lo = float(finite.min()) if finite.numel() else 0.0
-    hi = float(finite.max()) if finite.numel() else 1.0
-    vmin = (0.0 if lo >= 0 else lo) if vmin is None else vmin
-    vmax = (hi if hi > vmin else vmin + 1.0) if vmax is None else vmax
+    if isinstance(mask, str) and _check_quantity(quantity) != "scores":  # mask="auto"
+        keep = _inferred_keep(data)
+    scale = colour_scale(data, quantity, keep=keep, vmin=vmin, vmax=vmax, robust=robust, labels=query_labels)
+    blocked = np.isneginf(data) if keep is None else np.isneginf(data) | ~keep
+    label = colorbar_label if colorbar_label is not None else (
+        "attention weight" if scale.quantity == "weights" else "score")
+    notes = []
+    if blocked.any():
+        notes.append("grey: masked")
+    if nans.any():
+        notes.append(f"red hatching: NaN ({int(nans.sum())} entries)")
+    if scale.note:
+        notes.append(scale.note)
 
-    ncols = min(H, 4) if ncols is None else check_positive_int("ncols", ncols)
-    nrows = math.ceil(H / ncols)
-    size = (panel_size * ncols + 1.0, panel_size * nrows + (0.5 if title else 0.2))  # + colour bar, title
-    fig = Figure(figsize=size, dpi=100, layout="constrained")
-    axes = fig.subplots(nrows, ncols, squeeze=False)
-    fontsize = 8 if max(T, S) <= 12 else 6
+    use_cjk_fallback()  # tokens in any script get real glyphs, not boxes
+    lay = _layout(H, ncols, panel_size, query_labels, key_labels, head_titles, title, len(notes))
+    fig = Figure(figsize=lay.size, dpi=DPI, layout="constrained")
+    axes = fig.subplots(lay.rows, lay.cols, squeeze=False)
+    colours = _colormap(cmap, scale.cmap)
+    norm = _norm(scale)
+    shown = np.ma.masked_array(data, mask=blocked | nans)  # masked entries take the map's "bad" colour (grey)
+    rotate = any(_text_width(label, LABEL_PT) > 0.9 * lay.panel / S for label in key_labels)  # wider than a column
     image = None
     for h, ax in enumerate(axes.flat):
         if h >= H:
             ax.set_visible(False)
             continue
-        image = ax.imshow(data[h].numpy(), cmap=cmap, vmin=vmin, vmax=vmax, aspect="equal")
-        ax.set_title(head_titles[h] if head_titles else (f"head {h}" if H > 1 else "attention"), fontsize=9)
-        ax.set_xticks(range(S), key_labels, rotation=90, fontsize=fontsize)
-        ax.set_yticks(range(T), query_labels, fontsize=fontsize)
-        ax.tick_params(length=0)
-        if h % ncols == 0:
-            ax.set_ylabel("query (row attends ...)", fontsize=8)
-        if h + ncols >= H:
-            ax.set_xlabel("key (... to column)", fontsize=8)
+        image = ax.imshow(shown[h], cmap=colours, norm=norm, aspect="equal", interpolation="nearest")
+        if nans[h].any():
+            _hatch(ax, nans[h])
+        ax.set_title(head_titles[h] if head_titles else (f"head {h}" if H > 1 else "attention"),
+                     fontsize=TITLE_PT)
+        _ticks(ax.xaxis, key_labels, lay.panel, 90 if rotate else 0)
+        _ticks(ax.yaxis, query_labels, lay.panel, 0)
+        ax.tick_params(length=0, pad=2)
+        if h % lay.cols == 0:
+            ax.set_ylabel("query (row attends …)", fontsize=TITLE_PT)
+        if h + lay.cols >= H:
+            ax.set_xlabel("key (… to column)", fontsize=TITLE_PT)
     if title:
-        fig.suptitle(title, fontsize=11)
-    fig.colorbar(image, ax=list(axes.flat), shrink=0.8, label=colorbar_label)
+        fig.suptitle(title, fontsize=SUPTITLE_PT)
+    bar = fig.colorbar(image, ax=list(axes.flat), shrink=0.9 if lay.rows == 1 else 0.8,
+                       extend=scale.extend, aspect=25)
+    bar.set_label(label, fontsize=TITLE_PT)
+    bar.ax.tick_params(labelsize=LABEL_PT)
+    if notes:
+        fig.supxlabel("\n".join(notes), fontsize=TITLE_PT, color="0.25")
     return fig
+
+
+def plot_stages(
+    stages: dict,
+    tokens: Sequence[str] | None = None,
+    *,
+    heads: Sequence[int] | None = None,
+    batch_index: int = 0,
+    title: str | None = None,
+    panel_size: float = 2.3,
+    robust: bool = True,
+):
+    """A grid of stages (rows) × heads (columns), each stage with its own colour scale and colour bar.
+
+    ``stages``: an ordered dict ``name -> tensor`` of ``(H, T, S)`` or ``(B, H, T, S)`` (e.g. raw scores,
+    scaled, masked, weights). Each row is coloured as ``plot_heads`` colours it (``quantity="auto"``: a
+    stage named "weights" or holding probabilities uses the weights' map, signed ones the scores' map;
+    −∞ grey). ``heads``: which heads to show (default: up to the first 4).
+    """
+    from matplotlib.figure import Figure
+
+    if not isinstance(stages, dict) or not stages:
+        raise TypeError(f"stages must be a non-empty dict name -> tensor, got {type(stages).__name__}")
+    arrays = {}
+    for name, values in stages.items():
+        if not isinstance(name, str):
+            raise TypeError(f"stages must have str names, got {type(name).__name__} {name!r}")
+        check_tensor(f"stages[{name!r}]", values)
+        if values.dim() == 4:
+            if isinstance(batch_index, bool) or not isinstance(batch_index, numbers.Integral):
+                raise TypeError(f"batch_index must be an int, got {type(batch_index).__name__} {batch_index!r}")
+            if not 0 <= batch_index < values.shape[0]:
+                raise ValueError(f"batch_index must be in [0, {values.shape[0] - 1}], got {batch_index}")
+            values = values[batch_index]  # (B, H, T, S) -> (H, T, S)
+        if values.dim() != 3:
+            raise ValueError(f"stages[{name!r}] must be (H, T, S) or (B, H, T, S), got shape {tuple(values.shape)}")
+        arrays[name] = values.detach().cpu().double().numpy()
+    shapes = {a.shape for a in arrays.values()}
+    if len(shapes) != 1:
+        raise ValueError(f"stages must all have one shape, got {sorted(shapes)}")
+    H, T, S = shapes.pop()
+    if any(np.isnan(a).any() for a in arrays.values()):
+        raise ValueError("stages contain NaN (a fully masked row is the usual cause)")
+    labels = _labels("tokens", tokens, T)
+    keys = labels if S == T else [str(s) for s in range(S)]
+    if heads is None:
+        heads = list(range(min(H, 4)))
+    if isinstance(heads, (str, bytes)) or not all(
+            isinstance(h, numbers.Integral) and not isinstance(h, bool) for h in heads):
+        raise TypeError(f"heads must be a list of ints, got {heads!r}")
+    heads = [int(h) for h in heads]
+    if not heads or not all(0 <= h < H for h in heads):
+        raise ValueError(f"heads must be a non-empty list of head indices in [0, {H - 1}], got {heads}")
+    panel_size = _check_size("panel_size", panel_size)
+    if title is not None and not isinstance(title, str):
+        raise TypeError(f"title must be a str or None, got {type(title).__name__} {title!r}")
+
+    use_cjk_fallback()
+    n_rows, n_cols = len(arrays), len(heads)
+    panel, size = _fit_stage_grid(n_rows, n_cols, panel_size, labels, keys, title)
+    fig = Figure(figsize=size, dpi=DPI, layout="constrained")
+    axes = fig.subplots(n_rows, n_cols, squeeze=False)
+    notes = []
+    rotate = any(_text_width(k, LABEL_PT) > 0.9 * panel / S for k in keys)
+    for row, (name, array) in enumerate(arrays.items()):
+        data = array[heads]  # (heads, T, S)
+        quantity = "weights" if "weight" in name.lower() else "auto"
+        keep = _inferred_keep(data) if quantity == "weights" or (data >= 0).all() else None
+        scale = colour_scale(data, quantity, keep=keep, robust=robust, labels=labels)
+        blocked = np.isneginf(data) if keep is None else np.isneginf(data) | ~keep
+        if scale.note:
+            notes.append(f"{name}: {scale.note}")
+        shown = np.ma.masked_array(data, mask=blocked)
+        colours, norm = _colormap(None, scale.cmap), _norm(scale)
+        for col, head in enumerate(heads):
+            ax = axes[row, col]
+            image = ax.imshow(shown[col], cmap=colours, norm=norm, aspect="equal", interpolation="nearest")
+            ax.set_title(f"{name}, head {head}", fontsize=TITLE_PT)
+            _ticks(ax.xaxis, keys if row == n_rows - 1 else None, panel, 90 if rotate else 0)
+            _ticks(ax.yaxis, labels if col == 0 else None, panel, 0)
+            ax.tick_params(length=0, pad=2)
+        bar = fig.colorbar(image, ax=axes[row, :].tolist(), extend=scale.extend, aspect=12, pad=0.02)
+        bar.set_label(name, fontsize=TITLE_PT)
+        bar.ax.tick_params(labelsize=LABEL_PT)
+    if any(np.isneginf(a).any() for a in arrays.values()):
+        notes.insert(0, "grey: masked")
+    if title:
+        fig.suptitle(title, fontsize=SUPTITLE_PT)
+    if notes:
+        fig.supxlabel("\n".join(notes), fontsize=TITLE_PT, color="0.25")
+    return fig
+
+
+# --- helpers --------------------------------------------------------------------------------------------------
 
 
 def _labels(name: str, labels, n: int) -> list[str]:
     if labels is None:
         return [str(i) for i in range(n)]
+    if isinstance(labels, (str, bytes)):
+        raise TypeError(f"{name} must be a list of str (one per token), got the str {labels!r}; "
+                        f"split it first, e.g. mha_lib.tokenize(text)")
+    if isinstance(labels, torch.Tensor) or not isinstance(labels, Sequence):
+        raise TypeError(f"{name} must be a list of str (one per token), got {type(labels).__name__}")
     labels = [str(label) for label in labels]
     if len(labels) != n:
         raise ValueError(f"{name} must have {n} entries (one per token), got {len(labels)}")
     return labels
+
+
+def _titles(head_titles, heads: int) -> list[str] | None:
+    if head_titles is None:
+        return None
+    if isinstance(head_titles, (str, bytes)) or not isinstance(head_titles, Sequence):
+        raise TypeError(f"head_titles must be a list of str (one per head), got {type(head_titles).__name__} "
+                        f"{head_titles!r}")
+    if len(head_titles) != heads:
+        raise ValueError(f"head_titles must have {heads} entries (one per head), got {len(head_titles)}")
+    return [str(t) for t in head_titles]
+
+
+def _check_size(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number of inches, got {type(value).__name__} {value!r}")
+    if not (math.isfinite(value) and 0.5 <= value <= 10):
+        raise ValueError(f"{name} must be between 0.5 and 10 inches, got {value}")
+    return float(value)
+
+
+def _keep_mask(mask, weights: torch.Tensor) -> torch.Tensor | None:
+    """The explicit keep mask, checked (``"auto"`` and ``None`` give ``None`` here)."""
+    if mask is None or (isinstance(mask, str) and mask == "auto"):
+        return None
+    if isinstance(mask, str):
+        raise ValueError(f"mask must be a torch.bool keep mask, 'auto' or None, got {mask!r}")
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(f"mask must be a torch.bool keep mask, 'auto' or None, got {type(mask).__name__} {mask!r}")
+    if mask.dtype != torch.bool:
+        raise TypeError(f"mask must be a torch.bool keep mask (True = attend), got dtype {mask.dtype}")
+    if mask.dim() > weights.dim() or any(m not in (1, w) for m, w in zip(reversed(mask.shape), reversed(weights.shape))):
+        raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to weights of shape "
+                         f"{tuple(weights.shape)}")
+    return mask.expand(weights.shape)
+
+
+def _inferred_keep(data: np.ndarray) -> np.ndarray | None:
+    """For weights ``(H, T, S)``: a causal mask (upper triangle exactly 0 in every head) and padded keys
+    (columns exactly 0 in every row and head); ``None`` when neither is there."""
+    H, T, S = data.shape
+    if (data < 0).any() or not np.isfinite(data[~np.isnan(data)]).all():
+        return None
+    keep = np.ones((T, S), bool)
+    if T == S > 1:
+        above = np.triu(np.ones((T, S), bool), 1)
+        if (data[:, above] == 0).all():
+            keep &= ~above
+    if T > 1:
+        keep &= ~(data == 0).all(axis=(0, 1))[None, :]
+    return None if keep.all() else keep
+
+
+def _colormap(cmap, default: str):
+    """The colour map (a name or a Colormap), with masked entries grey."""
+    from matplotlib import colormaps
+    from matplotlib.colors import Colormap
+
+    if cmap is None:
+        cmap = default
+    if isinstance(cmap, str):
+        if cmap not in colormaps:
+            raise ValueError(f"cmap must be a matplotlib colour map name, got {cmap!r}")
+        cmap = colormaps[cmap]
+    elif not isinstance(cmap, Colormap):
+        raise TypeError(f"cmap must be a colour map name or a matplotlib Colormap, got {type(cmap).__name__}")
+    return cmap.with_extremes(bad=[c / 255 for c in MASKED_RGB])
+
+
+def _norm(scale: Scale):
+    from matplotlib.colors import Normalize, TwoSlopeNorm
+
+    if scale.quantity == "scores" and scale.vmin < 0 < scale.vmax and scale.vmin != -scale.vmax:
+        return TwoSlopeNorm(0.0, scale.vmin, scale.vmax)  # asymmetric limits given: 0 stays the middle colour
+    return Normalize(scale.vmin, scale.vmax)
+
+
+def _hatch(ax, nans: np.ndarray) -> None:
+    """Red hatching over NaN entries (one rectangle per run of NaN in a row)."""
+    from matplotlib.collections import PatchCollection
+    from matplotlib.patches import Rectangle
+
+    patches = []
+    for t, row in enumerate(nans):
+        s = 0
+        while s < len(row):
+            if row[s]:
+                end = s
+                while end < len(row) and row[end]:
+                    end += 1
+                patches.append(Rectangle((s - 0.5, t - 0.5), end - s, 1))
+                s = end
+            else:
+                s += 1
+    colour = [c / 255 for c in NAN_RGB]
+    ax.add_collection(PatchCollection(patches, facecolor="white", edgecolor=colour, hatch="xxx", linewidth=0))
+
+
+def _text_width(text: str, points: float) -> float:
+    """Rough width in inches of ``text`` at ``points``: wide (CJK) characters 1 em, others 0.6 em."""
+    em = points / 72
+    return sum(em if unicodedata.east_asian_width(c) in "WF" else 0.6 * em for c in text)
+
+
+def _ticks(axis, labels, panel_in: float, rotation: int) -> None:
+    """Token labels on an axis, every k-th one when a token gets fewer pixels than a label needs."""
+    if labels is None:
+        axis.set_ticks([])
+        return
+    per_token = panel_in * DPI / max(len(labels), 1)  # pixels per token
+    step = max(1, math.ceil(px(LABEL_PT) * 1.1 / per_token))
+    positions = list(range(0, len(labels), step))
+    axis.set_ticks(positions, [labels[i] for i in positions], fontsize=LABEL_PT, rotation=rotation)
+    if rotation:
+        for text in axis.get_ticklabels():  # one character (a CJK token, a digit) reads best upright
+            if len(text.get_text()) == 1:
+                text.set_rotation(0)
+
+
+class _Layout(NamedTuple):
+    rows: int
+    cols: int
+    panel: float  # inches per panel side
+    size: tuple[float, float]  # figure (width, height) in inches
+
+
+def _layout(H, ncols, panel_size, query_labels, key_labels, head_titles, title, notes) -> _Layout:
+    """Columns and panel size so that the figure fits ``MAX_WIDTH_IN`` × ``MAX_HEIGHT_IN``.
+
+    With ``ncols`` not given, the preferred grid (at most 4 a row, 3 when that fills every row) is kept
+    unless its panels would be too small to label every token; then the grid with the largest panels.
+    """
+    query_label = max(_text_width(label, LABEL_PT) for label in query_labels)
+    key_label = max(_text_width(label, LABEL_PT) for label in key_labels)
+    title_lines = max((t.count("\n") + 1 for t in head_titles), default=1) if head_titles else 1
+    per_col = query_label + 0.2  # every panel has its query labels on its left, and a gap
+    extra_w = 0.35 + 1.1  # the axis name; the colour bar, its ticks and its label
+    fixed_h = key_label + 0.35 + (0.3 * (title.count("\n") + 1) if title else 0) + 0.22 * notes + 0.15
+    row_h = 0.2 * title_lines + 0.12  # a panel title and the gap above it
+
+    def fit(cols: int) -> tuple[float, int]:
+        rows = math.ceil(H / cols)
+        wide = (MAX_WIDTH_IN - extra_w) / cols - per_col
+        high = (MAX_HEIGHT_IN - fixed_h - rows * row_h) / rows
+        return max(0.5, min(panel_size, wide, high)), rows
+
+    if ncols is None:
+        preferred = 3 if H % 3 == 0 and H % 4 != 0 and H <= 9 else min(H, 4)
+        # enough room for every token's label, and not smaller than 1.5 inches
+        needed = min(panel_size, max(1.5, max(len(query_labels), len(key_labels)) * px(LABEL_PT) * 1.15 / DPI))
+        if fit(preferred)[0] < needed:  # too small: the grid that gives the largest panels (most columns on a tie)
+            ncols = max(range(1, min(H, MAX_COLUMNS) + 1), key=lambda c: (round(fit(c)[0], 2), c))
+        else:
+            ncols = preferred
+    ncols = min(ncols, H)
+    panel, rows = fit(ncols)
+    width = min(MAX_WIDTH_IN, ncols * (panel + per_col) + extra_w)
+    height = min(MAX_HEIGHT_IN, rows * (panel + row_h) + fixed_h)
+    return _Layout(rows, ncols, panel, (width, height))
+
+
+def _fit_stage_grid(n_rows, n_cols, panel_size, labels, keys, title) -> tuple[float, tuple[float, float]]:
+    """Panel size and figure size of a stage grid (rows of panels, a colour bar per row), within the caps."""
+    extra_w = max(_text_width(label, LABEL_PT) for label in labels) + 0.1 + 1.0 + 0.1 * (n_cols - 1)
+    fixed_h = max(_text_width(k, LABEL_PT) for k in keys) + 0.15 + (0.35 if title else 0) + 0.5
+    row_h = 0.32
+    panel = max(0.5, min(panel_size, (MAX_WIDTH_IN - extra_w) / n_cols,
+                         (MAX_HEIGHT_IN - fixed_h - n_rows * row_h) / n_rows))
+    return panel, (min(MAX_WIDTH_IN, n_cols * panel + extra_w), min(MAX_HEIGHT_IN, n_rows * (panel + row_h) + fixed_h))
