@@ -3,6 +3,8 @@
 A ``Linear(d_in, d_out)`` stores its weight as ``(d_out, d_in)``: one *row* per output feature. Stacking the
 rows of H one-head projections therefore gives one wide projection whose output, cut into H slices of width Dh,
 is exactly the H heads' outputs. That is the whole idea behind "weight splitting".
+
+Every converter returns a module in the source's mode (``.training``), on its device and in its dtype.
 """
 
 from __future__ import annotations
@@ -11,6 +13,11 @@ import torch
 from torch import nn
 
 from .modules import FusedMultiHeadAttention, MultiHeadAttention, MultiHeadAttentionWrapper
+
+
+def _same_mode(new: nn.Module, source: nn.Module) -> nn.Module:
+    """The new module is in the source's mode: converting a model in eval mode must not switch dropout on."""
+    return new.train(source.training)
 
 
 def _copy_(target: torch.Tensor, source: torch.Tensor) -> None:
@@ -39,7 +46,7 @@ def split_from_wrapper(wrapper: MultiHeadAttentionWrapper) -> MultiHeadAttention
             _copy_(target.bias, torch.cat([getattr(h, name).bias for h in wrapper.heads]))  # H × (Dh,)
     _copy_(mha.out_proj.weight, torch.eye(H * Dh))
     _copy_(mha.out_proj.bias, torch.zeros(H * Dh))
-    return mha
+    return _same_mode(mha, wrapper)
 
 
 def fused_from_split(mha: MultiHeadAttention) -> FusedMultiHeadAttention:
@@ -58,7 +65,7 @@ def fused_from_split(mha: MultiHeadAttention) -> FusedMultiHeadAttention:
     if fused.W_qkv.bias is not None:
         _copy_(fused.W_qkv.bias, torch.cat([p.bias for p in projections]))  # 3 × (D,) -> (3·D,)
     fused.out_proj.load_state_dict(mha.out_proj.state_dict())
-    return fused
+    return _same_mode(fused, mha)
 
 
 def torch_mha_from(mha: MultiHeadAttention) -> nn.MultiheadAttention:
@@ -86,4 +93,4 @@ def torch_mha_from(mha: MultiHeadAttention) -> nn.MultiheadAttention:
     _copy_(ref.in_proj_bias, torch.cat(biases))  # 3 × (D,) -> (3·D,)
     _copy_(ref.out_proj.weight, mha.out_proj.weight)
     _copy_(ref.out_proj.bias, mha.out_proj.bias)
-    return ref
+    return _same_mode(ref, mha)

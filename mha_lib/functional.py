@@ -23,7 +23,11 @@ import torch.nn.functional as F
 
 from .masks import additive_mask, causal_mask, combine_masks
 from .validation import (
+    check_dim,
     check_divisible,
+    check_flag,
+    check_float_fits,
+    check_float_tensor,
     check_floating,
     check_keep_mask,
     check_positive_float,
@@ -40,8 +44,34 @@ Tensor = torch.Tensor
 
 
 def attention_scores(q: Tensor, k: Tensor) -> Tensor:
-    """Dot product of every query with every key: ``(..., T, Dh) @ (..., Dh, S) -> (..., T, S)``."""
-    return q @ k.transpose(-2, -1)
+    """Dot product of every query with every key: ``(..., T, Dh) @ (..., Dh, S) -> (..., T, S)``.
+
+    q ``(..., T, Dh)`` and k ``(..., S, Dh)`` are real floating tensors of at least 2 dimensions with the same
+    width Dh, dtype and device; their leading dimensions broadcast. NaN or inf in q or k give NaN/inf scores
+    (as in torch): they are not searched for, which would cost a pass over the data.
+    """
+    _check_pair(q, k)
+    return q @ k.transpose(-2, -1)  # (..., T, Dh) @ (..., Dh, S) -> (..., T, S)
+
+
+def _check_pair(q: Tensor, k: Tensor) -> None:
+    check_float_tensor("q", q, min_ndim=2, layout="(..., T, Dh)")
+    check_float_tensor("k", k, min_ndim=2, layout="(..., S, Dh)")
+    check_same_device_dtype(("q", "k"), (q, k))
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"q and k must have the same feature width to take dot products, got q {tuple(q.shape)} "
+            f"and k {tuple(k.shape)}"
+        )
+    if not _broadcastable(tuple(q.shape[:-2]), tuple(k.shape[:-2])):
+        raise ValueError(
+            f"q and k must have leading (batch, head) dimensions that broadcast, got q {tuple(q.shape)} "
+            f"and k {tuple(k.shape)}"
+        )
+
+
+def _broadcastable(a: tuple, b: tuple) -> bool:
+    return all(x == y or x == 1 or y == 1 for x, y in zip(reversed(a), reversed(b)))
 
 
 # --- 2. scaling -----------------------------------------------------------------------------------------------
@@ -56,6 +86,8 @@ def scale_factor(head_dim: int) -> float:
 
 
 def scale_scores(scores: Tensor, head_dim: int) -> Tensor:
+    """``scores / √head_dim`` for a real floating tensor of scores (any shape)."""
+    check_float_tensor("scores", scores)
     return scores * scale_factor(head_dim)
 
 
@@ -67,7 +99,15 @@ def stable_softmax(x: Tensor, dim: int = -1) -> Tensor:
 
     ``exp(x - m) / Σ exp(x - m)`` equals ``exp(x) / Σ exp(x)`` for any constant ``m``; choosing the maximum
     makes the largest exponent ``exp(0) = 1``. ``torch.softmax`` does the same internally.
+
+    ``x`` is a real floating tensor with at least one element along ``dim``; a row holding NaN or +inf gives
+    NaN (as ``torch.softmax`` does).
     """
+    check_float_tensor("x", x, min_ndim=1)
+    dim = check_dim("dim", dim, x, "x")
+    if x.shape[dim] == 0:
+        raise ValueError(f"x must have at least one entry along dim={dim} to normalise over, got shape "
+                         f"{tuple(x.shape)}")
     shifted = x - x.amax(dim=dim, keepdim=True)
     exps = shifted.exp()
     return exps / exps.sum(dim=dim, keepdim=True)
@@ -84,15 +124,31 @@ def masked_softmax(
     context vector is 0 too. Plain softmax would give ``0 / 0 = NaN`` there; D2L's ``-1e6`` trick would
     silently spread the weight uniformly over the padding. Zeros are what ``F.scaled_dot_product_attention``
     returns in PyTorch >= 2.5, and they keep gradients finite.
+
+    **Temperature** must be a finite float > 0 that the scores' dtype can hold (at least
+    ``torch.finfo(dtype).tiny``, 1.2e-38 for float32; a smaller one is a ValueError). Any such temperature is
+    safe: each row's maximum is subtracted *before* dividing, so ``(s - max) / T <= 0`` can never overflow to
+    +inf; a tiny temperature gives the one-hot argmax, a huge one the uniform row, never NaN.
+    NaN in the scores gives NaN weights in that row (as in torch).
     """
-    check_tensor("scores", scores)
-    check_floating("scores", scores)
+    check_float_tensor("scores", scores, min_ndim=1)
     temperature = check_positive_float("temperature", temperature)  # checked even when 1: True is not a temperature
+    dim = check_dim("dim", dim, scores, "scores")
+    if mask is not None:
+        check_keep_mask("mask", mask, scores.shape)
+    if temperature != 1.0:
+        check_float_fits("temperature", temperature, scores.dtype, divides=True)
+        if scores.numel():
+            # shift first: (s - max) <= 0, so dividing by a small temperature heads to -inf (weight 0), never to
+            # +inf (NaN). Softmax ignores the shift, so it is detached. The max is over the kept keys only.
+            kept = scores.detach() if mask is None else scores.detach().masked_fill(~mask, float("-inf"))
+            row_max = kept.amax(dim=dim, keepdim=True)
+            row_max = row_max.masked_fill(~torch.isfinite(row_max), 0.0)  # dead rows, and NaN/inf rows stay as is
+            scores = (scores - row_max) / temperature
     if mask is None:
-        return torch.softmax(scores / temperature if temperature != 1.0 else scores, dim=dim)
-    check_keep_mask("mask", mask, scores.shape)
+        return torch.softmax(scores, dim=dim)
     # the steps below overwrite their input: give them a copy, the caller's scores stay as they were
-    own_copy = scores / temperature if temperature != 1.0 else scores.clone()
+    own_copy = scores if temperature != 1.0 else scores.clone()
     return _masked_softmax_inplace(own_copy, mask, dim=dim)
 
 
@@ -175,7 +231,8 @@ def _check_qkv(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> None:
         check_tensor(name, t)
         check_floating(name, t)
         if t.dim() < 2:
-            raise ValueError(f"{name} must be at least 2-D (..., length, features), got {t.dim()}-D")
+            raise ValueError(f"{name} must be at least 2-D (..., length, features), got {t.dim()}-D "
+                             f"shape {tuple(t.shape)}")
     check_same_device_dtype(("q", "k", "v"), (q, k, v))
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(
@@ -210,17 +267,24 @@ def explicit_attention(
     q ``(..., T, Dh)``, k ``(..., S, Dh)``, v ``(..., S, Dv)``, mask a keep mask broadcastable to
     ``(..., T, S)``; ``scale`` defaults to ``1/√Dh``; ``is_causal`` adds the causal mask.
     Returns context ``(..., T, Dv)`` and the softmax weights ``(..., T, S)`` (before dropout).
+
+    NaN in q, k or v gives NaN in the rows it reaches (as in torch). A ``scale`` of your own is checked: one
+    so large that finite q and k give infinite scores raises a ValueError instead of returning NaN weights.
     """
     _check_qkv(q, k, v, mask)
     dropout_p = check_probability("dropout_p", dropout_p)
-    scale = scale_factor(q.shape[-1]) if scale is None else check_positive_float("scale", scale)
+    is_causal = check_flag("is_causal", is_causal)
+    user_scale = scale is not None
+    scale = scale_factor(q.shape[-1]) if scale is None else _check_scale(scale, q)
     if is_causal:
         mask = combine_masks(causal_mask(q.shape[-2], k.shape[-2], device=q.device), mask)
 
     # Scale the queries (..., T, Dh), not the scores (..., T, S): the same result (up to rounding) for S/Dh
     # times less work (16x at T=1024, Dh=64) and no extra T×S tensor. Then mask and softmax the scores in
     # place: without autograd the weights are the only T×S tensor created here (with it, two: see below).
-    scores = attention_scores(q * scale, k)  # (..., T, Dh) @ (..., Dh, S) -> (..., T, S)
+    scores = (q * scale) @ k.transpose(-2, -1)  # (..., T, Dh) @ (..., Dh, S) -> (..., T, S); checked above
+    if user_scale:
+        _check_scores_finite(scores, scale, q, k)
     weights = _masked_softmax_inplace(scores, mask)  # (..., T, S), each row sums to 1 (or is all 0)
     dropped = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
     return dropped @ v, weights  # (..., T, S) @ (..., S, Dv) -> (..., T, Dv)
@@ -242,8 +306,10 @@ def sdpa_attention(
     """
     _check_qkv(q, k, v, mask)
     dropout_p = check_probability("dropout_p", dropout_p)
+    is_causal = check_flag("is_causal", is_causal)
     if scale is not None:
-        scale = check_positive_float("scale", scale)
+        scale = _check_scale(scale, q)
+        _check_scores_finite(attention_scores(q * scale, k), scale, q, k)  # SDPA would return NaN silently
     if is_causal and mask is not None:  # SDPA takes one or the other: fold the triangle into the mask
         mask = combine_masks(causal_mask(q.shape[-2], k.shape[-2], device=q.device), mask)
         is_causal = False
@@ -255,6 +321,23 @@ def sdpa_attention(
         if dead_rows.any():
             context = context.masked_fill(dead_rows, 0.0)
     return context, None
+
+
+def _check_scale(scale, q: Tensor) -> float:
+    return check_float_fits("scale", check_positive_float("scale", scale), q.dtype, divides=False)
+
+
+def _check_scores_finite(scores: Tensor, scale: float, q: Tensor, k: Tensor) -> None:
+    """A scale of the caller's own that overflows finite scores is an error, not a silent row of NaN.
+
+    Costs one pass and one sync (``bool``); only a caller-given ``scale`` pays it, never the modules' path.
+    """
+    if not bool(torch.isfinite(scores).all()) and bool(torch.isfinite(q).all()) and bool(torch.isfinite(k).all()):
+        raise ValueError(
+            f"scale={scale:g} is too large for these q and k: the scaled scores overflow {q.dtype} (inf), "
+            f"which would make the weights NaN; use a smaller scale (the usual one is 1/√Dh = "
+            f"{scale_factor(q.shape[-1]):.4g})"
+        )
 
 
 KERNELS = {"explicit": explicit_attention, "sdpa": sdpa_attention}

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from .functional import split_heads
-from .validation import check_divisible, check_matches_weights, check_positive_int, check_sequence
+from .validation import check_divisible, check_flag, check_matches_weights, check_positive_int, check_sequence
 
 Tensor = torch.Tensor
 
@@ -56,7 +56,7 @@ class ProjectionHeads(_HeadFormer):
 
     def __init__(self, d_model: int, num_heads: int, bias: bool = False):
         super().__init__(d_model, num_heads)
-        self.proj = nn.Linear(d_model, d_model, bias=bias)
+        self.proj = nn.Linear(d_model, d_model, bias=check_flag("bias", bias))
 
     def mix(self, x: Tensor) -> Tensor:
         return self.proj(x)
@@ -83,7 +83,7 @@ class GroupedConvHeads(_HeadFormer):
 
     def __init__(self, d_model: int, num_heads: int, bias: bool = False):
         super().__init__(d_model, num_heads)
-        self.conv = nn.Conv1d(d_model, d_model, kernel_size=1, groups=num_heads, bias=bias)
+        self.conv = nn.Conv1d(d_model, d_model, kernel_size=1, groups=num_heads, bias=check_flag("bias", bias))
 
     def mix(self, x: Tensor) -> Tensor:
         return self.conv(x.transpose(1, 2)).transpose(1, 2)  # (B, T, D) -> (B, D, T) -> conv -> (B, T, D)

@@ -41,9 +41,12 @@ def causal_mask(num_queries: int, num_keys: int | None = None, *, device=None) -
 
 
 def invert_mask(mask: Tensor) -> Tensor:
-    """Blocked mask <-> keep mask (``True`` = blocked, as in ``nn.MultiheadAttention``, becomes ``True`` = keep)."""
-    check_tensor("mask", mask)
-    return ~mask.bool()
+    """Blocked mask <-> keep mask (``True`` = blocked, as in ``nn.MultiheadAttention``, becomes ``True`` = keep).
+
+    ``mask`` is ``torch.bool`` or holds only 0 and 1: a 0.3 has no opposite, and ``-inf`` (an additive mask)
+    would be read as ``True``; both are refused.
+    """
+    return ~_check_zero_one("mask", mask).bool()
 
 
 def mask_from_blocked(blocked: Tensor) -> Tensor:
@@ -54,7 +57,7 @@ def mask_from_blocked(blocked: Tensor) -> Tensor:
     ``invert_mask``, but it first checks that the mask holds only 0 and 1, so that a float mask of another kind
     (an additive 0 / -inf mask) is refused instead of being silently misread.
     """
-    return invert_mask(_check_zero_one("blocked", blocked))
+    return ~_check_zero_one("blocked", blocked).bool()
 
 
 def mask_from_allowed(allowed: Tensor) -> Tensor:
@@ -90,6 +93,8 @@ def mask_from_valid_lens(valid_lens: Tensor, num_queries: int, num_keys: int) ->
     ``valid_lens`` is ``(B,)`` (every query of sequence ``b`` sees its first ``valid_lens[b]`` keys) or ``(B, T)``
     (one length per query). A length of 0 leaves a row with nothing to attend to (see ``masked_softmax``).
     """
+    num_queries = check_positive_int("num_queries", num_queries)
+    num_keys = check_positive_int("num_keys", num_keys)
     check_tensor("valid_lens", valid_lens)
     if valid_lens.is_floating_point() or valid_lens.dtype == torch.bool or valid_lens.is_complex():
         raise TypeError(f"valid_lens must be an integer tensor, got dtype {valid_lens.dtype}")
@@ -117,23 +122,67 @@ def mask_from_valid_lens(valid_lens: Tensor, num_queries: int, num_keys: int) ->
 def mask_from_key_padding(key_padding_mask: Tensor, batch_size: int, num_keys: int) -> Tensor:
     """Seed 001's / ``nn.MultiheadAttention``'s key padding mask ``(B, S)``, ``True`` = padded, as a keep mask
     ``(B, 1, 1, S)`` (one row broadcast over heads and queries)."""
+    batch_size = check_positive_int("batch_size", batch_size)
+    num_keys = check_positive_int("num_keys", num_keys)
     check_bool_mask("key_padding_mask", key_padding_mask, (batch_size, num_keys), "(B, S)")
     return ~key_padding_mask[:, None, None, :]  # (B, S) -> (B, 1, 1, S)
 
 
 def additive_mask(keep: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
-    """Keep mask -> float mask to *add* to the scores: 0 where kept, ``-inf`` where blocked."""
+    """Keep mask -> float mask to *add* to the scores: 0 where kept, ``-inf`` where blocked.
+
+    ``dtype`` must be a real floating dtype (an int or bool tensor cannot hold ``-inf``).
+    """
     check_tensor("keep", keep)
     if keep.dtype != torch.bool:
         raise TypeError(f"keep must be a torch.bool keep mask, got dtype {keep.dtype}")
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(
+            f"dtype must be a floating torch.dtype such as torch.float32 (it must hold -inf), got {dtype!r}"
+        )
     zeros = torch.zeros(keep.shape, dtype=dtype, device=keep.device)
     return zeros.masked_fill(~keep, float("-inf"))
 
 
 def combine_masks(*masks: Tensor | None) -> Tensor | None:
-    """Logical AND of keep masks (``None`` = no restriction), broadcasting their shapes."""
+    """Logical AND of keep masks (``None`` = no restriction), broadcasting their shapes.
+
+    Each mask must be a ``torch.bool`` tensor (an int or float mask would be ANDed bit by bit: ``2 & 1 = 0``),
+    on one device, with shapes that broadcast together.
+    """
     result = None
-    for mask in masks:
-        if mask is not None:
-            result = mask if result is None else result & mask
+    for i, mask in enumerate(masks):
+        if mask is None:
+            continue
+        name = f"masks[{i}]"
+        check_tensor(name, mask)
+        if mask.dtype != torch.bool:
+            raise TypeError(
+                f"{name} must be a torch.bool keep mask (True = attend), got dtype {mask.dtype}; convert a 0/1 "
+                f"mask with mha_lib.mask_from_allowed or mha_lib.mask_from_blocked"
+            )
+        if result is None:
+            result = mask
+            continue
+        if mask.device != result.device:
+            raise ValueError(f"{name} is on {mask.device} but the masks before it are on {result.device}")
+        shape = _broadcast_shape(tuple(result.shape), tuple(mask.shape))
+        if shape is None:
+            raise ValueError(
+                f"{name} of shape {tuple(mask.shape)} does not broadcast with the masks before it, of shape "
+                f"{tuple(result.shape)}"
+            )
+        result = result & mask
     return result
+
+
+def _broadcast_shape(a: tuple, b: tuple) -> tuple | None:
+    """The broadcast of two shapes, or None. Plain Python: see ``validation._broadcasts_to``."""
+    out = []
+    for i in range(1, max(len(a), len(b)) + 1):
+        x = a[-i] if i <= len(a) else 1
+        y = b[-i] if i <= len(b) else 1
+        if x != y and 1 not in (x, y):
+            return None
+        out.append(y if x == 1 else x)
+    return tuple(reversed(out))

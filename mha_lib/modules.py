@@ -22,6 +22,7 @@ from .functional import KERNELS, explicit_attention, merge_heads, split_heads
 from .masks import causal_mask, mask_from_key_padding, mask_from_valid_lens
 from .validation import (
     check_divisible,
+    check_flag,
     check_matches_weights,
     check_positive_int,
     check_probability,
@@ -32,9 +33,7 @@ Tensor = torch.Tensor
 
 
 def _check_bias_flag(qkv_bias) -> bool:
-    if not isinstance(qkv_bias, bool):
-        raise TypeError(f"qkv_bias must be True or False, got {type(qkv_bias).__name__} {qkv_bias!r}")
-    return qkv_bias
+    return check_flag("qkv_bias", qkv_bias)
 
 
 class SelfAttention(nn.Module):
@@ -53,6 +52,7 @@ class SelfAttention(nn.Module):
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
 
     def forward(self, x: Tensor, *, return_weights: bool = False):
+        return_weights = check_flag("return_weights", return_weights)
         unbatched = isinstance(x, Tensor) and x.dim() == 2
         x = x.unsqueeze(0) if unbatched else x  # (T, d_in) -> (1, T, d_in)
         check_sequence("x", x, self.d_in)
@@ -86,6 +86,7 @@ class CausalAttention(nn.Module):
         self.register_buffer("causal_mask", causal_mask(context_length), persistent=False)
 
     def forward(self, x: Tensor, *, return_weights: bool = False):
+        return_weights = check_flag("return_weights", return_weights)
         check_sequence("x", x, self.d_in, max_len=self.context_length)
         check_matches_weights("x", x, self.W_query.weight)
         T = x.shape[1]
@@ -120,6 +121,7 @@ class MultiHeadAttentionWrapper(nn.Module):
         return len(self.heads)
 
     def forward(self, x: Tensor, *, return_weights: bool = False):
+        return_weights = check_flag("return_weights", return_weights)
         per_head = [head(x, return_weights=True) for head in self.heads]
         context = torch.cat([c for c, _ in per_head], dim=-1)  # H × (B, T, d_out) -> (B, T, H·d_out)
         if not return_weights:
@@ -148,11 +150,10 @@ class _MultiHeadBase(nn.Module):
         if not isinstance(kernel, str) or kernel not in KERNELS:
             raise ValueError(f"kernel must be one of {sorted(KERNELS)}, got {kernel!r}")
         self.kernel = kernel
-        if not isinstance(causal, bool):
-            raise TypeError(f"causal must be True or False, got {type(causal).__name__} {causal!r}")
-        self.causal = causal
+        self.causal = check_flag("causal", causal)
 
     def _check_return_weights(self, return_weights: bool) -> None:
+        check_flag("return_weights", return_weights)
         if return_weights and self.kernel == "sdpa":
             raise ValueError(
                 "return_weights=True needs kernel='explicit': the fused kernel behind kernel='sdpa' never "
@@ -245,6 +246,12 @@ class MultiHeadAttention(_MultiHeadBase):
         check_sequence("x", x, self.d_in, max_len=max_len)
         check_matches_weights("x", x, self.W_query.weight)
         if kv is None:
+            if self.d_kv_in != self.d_in:
+                raise ValueError(
+                    f"kv is needed: this layer was built with d_kv_in={self.d_kv_in} (cross-attention) but "
+                    f"forward got x only (d_in={self.d_in}); call it as layer(x, kv) with kv of shape "
+                    f"(B, S, {self.d_kv_in})"
+                )
             kv = x
         else:
             check_sequence("kv", kv, self.d_kv_in, max_len=max_len, width_name="d_kv_in")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from .validation import check_seed
+
 
 def get_device() -> torch.device:
     """The best device present: ``cuda``, then Apple's ``mps``, then ``cpu``."""
@@ -20,7 +22,13 @@ def make_reproducible(seed: int | None = None) -> None:
 
     Create weights and random inputs *on the CPU* right after this call and move them to the device
     afterwards: the CPU generator gives the same numbers on every machine, GPU generators do not.
+
+    ``seed`` is ``None`` (no reseeding) or an int in ``[0, 2**64 - 1]``; a bool, a float or a str is refused
+    (``make_reproducible("123")`` would otherwise fail deep inside torch, ``make_reproducible(True)`` seed 1).
+    The checks come first, so a bad seed changes no setting.
     """
+    if seed is not None:
+        seed = check_seed("seed", seed)
     torch.set_float32_matmul_precision("highest")
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .validation import check_positive_int
+from .validation import check_flag, check_positive_int
 
 
 class GPTConfig(NamedTuple):
@@ -35,12 +35,6 @@ GPT_CONFIGS = {
 }
 
 
-def _check_flag(name: str, value) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
-    return value
-
-
 def attention_parameter_count(d_model: int, bias: bool = True, *, out_bias: bool | None = None) -> int:
     """Parameters of one multi-head attention layer of width ``d_model`` (self-attention, D in and out).
 
@@ -59,8 +53,8 @@ def attention_parameter_count(d_model: int, bias: bool = True, *, out_bias: bool
     =======================================================  =================================  ==========
     """
     d = check_positive_int("d_model", d_model)
-    qkv_bias = _check_flag("bias", bias)
-    out_bias = qkv_bias if out_bias is None else _check_flag("out_bias", out_bias)
+    qkv_bias = check_flag("bias", bias)
+    out_bias = qkv_bias if out_bias is None else check_flag("out_bias", out_bias)
     weights = 4 * d * d  # W_q, W_k, W_v, W_o: D × D each
     biases = 3 * d * qkv_bias + d * out_bias  # one length-D vector per projection that has a bias
     return weights + biases

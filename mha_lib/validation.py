@@ -7,6 +7,7 @@ so they also hint at the usual fix.
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Sequence
 
@@ -16,34 +17,96 @@ Tensor = torch.Tensor
 
 
 def _shape(x: Tensor) -> str:
-    return "(" + ", ".join(str(n) for n in x.shape) + ")"
+    return str(tuple(x.shape))  # (2, 5, 6); (3,) for one dimension
+
+
+def _got(value) -> str:
+    """``type value`` for a message, shortened so that a huge list or tensor does not flood the screen."""
+    text = repr(value)
+    if len(text) > 40:
+        text = f"{text[:20]}... ({len(text)} characters)"
+    return f"{type(value).__name__} {text}"
+
+
+def _short(value) -> str:
+    """``str(value)`` cut to 40 characters: an int of 400 digits is shown as its start and its length."""
+    text = str(value)
+    return text if len(text) <= 40 else f"{text[:20]}... ({len(text)} characters)"
+
+
+def check_flag(name: str, value) -> bool:
+    """``value`` must be exactly ``True`` or ``False``.
+
+    A truthy stand-in is refused on purpose: ``return_weights="False"`` would otherwise mean ``True``.
+    """
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {_got(value)}")
+    return value
+
+
+def check_int(name: str, value, *, low: int | None = None, high: int | None = None) -> int:
+    """``value`` must be an int (not a bool, not a float such as ``2.0``) in ``[low, high]``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {_got(value)}")
+    value = int(value)
+    if (low is not None and value < low) or (high is not None and value > high):
+        lo = "-inf" if low is None else str(low)
+        hi = "inf" if high is None else str(high)
+        raise ValueError(f"{name} must be an int in [{lo}, {hi}], got {_short(value)}")
+    return value
 
 
 def check_positive_int(name: str, value) -> int:
     """``value`` must be an int >= 1 (bools are rejected: ``True`` heads is a bug, not a count)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be a positive int, got {type(value).__name__} {value!r}")
+        raise TypeError(f"{name} must be a positive int, got {_got(value)}")
     if value < 1:
-        raise ValueError(f"{name} must be a positive int (>= 1), got {value}")
+        raise ValueError(f"{name} must be a positive int (>= 1), got {_short(value)}")
     return int(value)
 
 
 def check_probability(name: str, value) -> float:
     """``value`` must be a real number in [0, 1): a dropout probability of 1 would zero every weight."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a float in [0, 1), got {type(value).__name__} {value!r}")
+        raise TypeError(f"{name} must be a float in [0, 1), got {_got(value)}")
     if not 0.0 <= value < 1.0:
-        raise ValueError(f"{name} must be in [0, 1), got {value}")
+        raise ValueError(f"{name} must be in [0, 1), got {_short(value)}")
     return float(value)
 
 
 def check_positive_float(name: str, value) -> float:
     """``value`` must be a finite real number > 0 (used for temperature and scale)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a positive float, got {type(value).__name__} {value!r}")
-    if not (value > 0 and value != float("inf")):
-        raise ValueError(f"{name} must be a finite float > 0, got {value}")
-    return float(value)
+        raise TypeError(f"{name} must be a positive float, got {_got(value)}")
+    try:
+        as_float = float(value)
+    except OverflowError:  # an int beyond float's range, e.g. 10**400
+        as_float = math.inf
+    if not (as_float > 0 and as_float != math.inf):
+        raise ValueError(f"{name} must be a finite float > 0, got {_short(value)}")
+    return as_float
+
+
+def check_float_fits(name: str, value: float, dtype: torch.dtype, *, divides: bool) -> float:
+    """A positive factor must survive conversion to the tensor's ``dtype``, or the arithmetic breaks silently.
+
+    ``divides=True``: ``x / value`` (a temperature); ``value`` below the dtype's smallest normal number rounds
+    to 0 or a denormal and the division gives ±inf and NaN. ``divides=False``: ``x * value`` (a scale); ``value``
+    above the dtype's largest number becomes inf. The message says which bound was crossed.
+    """
+    info = torch.finfo(dtype)
+    if value < info.tiny:
+        use = "divides" if divides else "multiplies"
+        raise ValueError(
+            f"{name}={value:g} is too small for {dtype} tensors (the smallest usable value is {info.tiny:.3g}, "
+            f"torch.finfo({dtype}).tiny): it {use} the scores and would turn them into inf/NaN or 0"
+        )
+    if value > info.max:
+        raise ValueError(
+            f"{name}={value:g} is too large for {dtype} tensors (the largest value is {info.max:.3g}, "
+            f"torch.finfo({dtype}).max): it would become inf and the weights NaN"
+        )
+    return value
 
 
 def check_divisible(name: str, value: int, by_name: str, by: int) -> None:
@@ -55,14 +118,35 @@ def check_divisible(name: str, value: int, by_name: str, by: int) -> None:
 
 
 def divisors(n: int) -> list[int]:
-    """All positive divisors of ``n``: the head counts a model width ``n`` allows."""
-    return [d for d in range(1, n + 1) if n % d == 0]
+    """All positive divisors of ``n``, ascending: the head counts a model width ``n`` allows.
+
+    Pairs ``d, n // d`` up to ``√n``: 31,623 steps for ``n = 10**9`` instead of a billion.
+    """
+    n = check_positive_int("n", n)
+    small, large = [], []
+    for d in range(1, math.isqrt(n) + 1):
+        if n % d == 0:
+            small.append(d)
+            if d != n // d:
+                large.append(n // d)
+    return small + large[::-1]
 
 
-def check_tensor(name: str, x, *, ndim: int | None = None, layout: str | None = None) -> Tensor:
-    """``x`` must be a tensor; with ``ndim``, of that many dimensions. ``layout`` names them in messages."""
+def check_tensor(
+    name: str, x, *, ndim: int | None = None, layout: str | None = None, min_ndim: int | None = None
+) -> Tensor:
+    """``x`` must be a dense tensor; with ``ndim``, of that many dimensions (``min_ndim``: at least that many).
+
+    ``layout`` names the dimensions in messages, e.g. ``"(B, T, d_in)"``. Sparse and other non-strided tensors
+    are refused here, with the conversion to use: most of torch's operations used below do not support them.
+    """
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.layout is not torch.strided:
+        raise TypeError(f"{name} must be a dense tensor, got layout {x.layout}; convert it with {name}.to_dense()")
+    if min_ndim is not None and x.dim() < min_ndim:
+        expected = f"at least {min_ndim}-D {layout}" if layout else f"at least {min_ndim}-D"
+        raise ValueError(f"{name} must be {expected}, got {x.dim()}-D shape {_shape(x)}")
     if ndim is not None and x.dim() != ndim:
         expected = f"{ndim}-D {layout}" if layout else f"{ndim}-D"
         hint = ""
@@ -73,11 +157,43 @@ def check_tensor(name: str, x, *, ndim: int | None = None, layout: str | None = 
 
 
 def check_floating(name: str, x: Tensor) -> Tensor:
+    """A real floating-point dtype (float16/bfloat16/float32/float64): not int, bool or complex."""
+    if x.is_complex():
+        raise TypeError(
+            f"{name} must be a real floating-point tensor, got dtype {x.dtype}; attention weights are real, "
+            f"take {name}.real (or {name}.abs()) if that is what you meant"
+        )
     if not x.is_floating_point():
         raise TypeError(
             f"{name} must be a floating-point tensor, got dtype {x.dtype}; convert it with {name}.float()"
         )
     return x
+
+
+def check_float_tensor(
+    name: str, x, *, ndim: int | None = None, layout: str | None = None, min_ndim: int | None = None
+) -> Tensor:
+    """``check_tensor`` and ``check_floating`` in one call."""
+    return check_floating(name, check_tensor(name, x, ndim=ndim, layout=layout, min_ndim=min_ndim))
+
+
+def check_dim(name: str, dim, x: Tensor, x_name: str) -> int:
+    """``dim`` must be an int that indexes one of ``x``'s dimensions, counted from the front or the back."""
+    dim = check_int(name, dim)
+    if not -x.dim() <= dim < max(x.dim(), 1):
+        raise ValueError(
+            f"{name} must be in [{-x.dim()}, {x.dim() - 1}] for {x_name} of shape {_shape(x)}, got {dim}"
+        )
+    return dim
+
+
+def check_seed(name: str, seed) -> int:
+    """A seed for ``torch.manual_seed``: an int in ``[0, 2**64 - 1]`` (not a bool, not a float)."""
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"{name} must be an int in [0, 2**64 - 1], got {_got(seed)}")
+    if not 0 <= seed < 2**64:
+        raise ValueError(f"{name} must be an int in [0, 2**64 - 1], got {_short(seed)}")
+    return int(seed)
 
 
 def check_last_dim(name: str, x: Tensor, expected: int, what: str) -> None:
