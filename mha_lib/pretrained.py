@@ -91,10 +91,10 @@ def load_minilm(dtype: torch.dtype = torch.float32):
     from transformers import AutoTokenizer, BertModel
 
     with _quiet_transformers():
-        model = BertModel.from_pretrained(folder, attn_implementation="eager", local_files_only=True, dtype=dtype)
+        model = BertModel.from_pretrained(folder, attn_implementation="eager", local_files_only=True)
         tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
-    model.eval()
-    return model, tokenizer
+    # converted after loading (the stored weights are float32): the same call works with transformers 4.x (Colab)
+    return model.to(dtype).eval(), tokenizer
 
 
 class Batch(NamedTuple):
