@@ -9,6 +9,11 @@ A checker returns a :class:`Feedback`. It is truthy when the answer is right and
 paragraph, so a notebook cell that ends with ``check_something(my_function)`` shows the verdict. An unfinished
 stub (``raise NotImplementedError``) is reported as "not attempted yet" rather than as an error.
 
+The checkers cannot be fooled, and never crash, because they all go through two functions: ``attempt`` (calls the
+student's function on private copies of the inputs and turns every failure into a Feedback) and ``compare``
+(refuses tuples, complex, sparse and non-finite answers with a message, and never names a mistake that gives
+the right answer on its inputs). Each checker computes its expected answer before calling the student.
+
 Writing a checker::
 
     def check_scaled_scores(student_fn) -> Feedback:
@@ -22,7 +27,10 @@ Writing a checker::
 
 from __future__ import annotations
 
+import copy as copy_module
+import inspect
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import torch
@@ -59,17 +67,153 @@ def failed(exercise: str, message: str) -> Feedback:
     return Feedback(exercise, False, message)
 
 
+NOT_CALLABLE = ("expected your function itself (something you can call), got {kind}. Pass the function without "
+                "calling it: check(my_function), not check(my_function(...)).")
+WRONG_PARAMETERS = ("your function cannot be called the way the exercise calls it, with {n} argument{s} "
+                    "({args}): {error}. Give it exactly the parameters the exercise names.")
+RETURNED_FEEDBACK = "your function returned a Feedback (a checker's verdict), not an answer: return the answer."
+NOT_A_TENSOR = "expected a torch.Tensor, got {kind}."
+TUPLE_ANSWER = ("expected a torch.Tensor, got {kind} ({n} item{s}): return the one result tensor only, "
+                "not several values in a {kind}.")
+COMPLEX_ANSWER = ("your result is complex (dtype {dtype}): every number here is real. Did a complex value sneak in "
+                  "(torch.complex, a 1j, torch.fft)?")
+SPARSE_ANSWER = ("your result is a sparse tensor (layout {layout}): return an ordinary dense tensor "
+                 "(.to_dense()); the checker compares every entry.")
+NO_VALUES = "your result lives on the 'meta' device: it has a shape but no values to check."
+NOT_FLOATING = ("your result has dtype {dtype}, expected floating-point numbers ({expected}): an integer or bool "
+                "tensor cannot hold these values. Compute with floats.")
+NOT_FINITE = "your result contains NaN or ±inf; the expected one has none."
+
+
 def attempt(exercise: str, student_fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Call the student's function; turn "not written yet" and crashes into a Feedback instead of a traceback."""
+    """Call the student's function on private copies of the inputs; return its answer or a :class:`Feedback`.
+
+    Nothing the student does can change what the checker compares with, or crash the checker:
+
+    * every tensor argument is a fresh copy (``detach().clone()``, modules a ``deepcopy``), so in-place edits
+      such as ``w_q /= math.sqrt(Dh)`` change nothing outside the function;
+    * something that is not callable, or a function whose parameters do not fit the call, gives a Feedback;
+    * any exception, ``SystemExit`` included, becomes a Feedback (only ``KeyboardInterrupt`` goes through, so
+      that the stop button still stops); a bare ``raise NotImplementedError`` (the stub) is "not attempted yet",
+      but a NotImplementedError from torch itself (an operation a sparse tensor lacks) is a real error;
+    * the notebook's random state, default dtype and grad mode are the same after the call as before.
+    """
     if not callable(student_fn):
-        raise TypeError(f"{exercise}: expected your function, got {type(student_fn).__name__}")
+        return failed(exercise, NOT_CALLABLE.format(kind=_describe(student_fn)))
+    problem = _signature_problem(student_fn, args, kwargs)
+    if problem:
+        return failed(exercise, problem)
+    args, kwargs = _private_copy(args), _private_copy(kwargs)
+    dtype, grad = torch.get_default_dtype(), torch.is_grad_enabled()
     try:
-        return student_fn(*args, **kwargs)
-    except NotImplementedError:
-        return Feedback(exercise, False, "not attempted yet: replace `raise NotImplementedError` with your code, "
-                        "then run this cell again.", attempted=False)
-    except Exception as error:  # noqa: BLE001 - any crash is feedback for the student
-        return failed(exercise, f"your function raised {type(error).__name__}: {error}")
+        with torch.random.fork_rng(devices=[]):
+            answer = student_fn(*args, **kwargs)
+    except KeyboardInterrupt:
+        raise
+    except NotImplementedError as error:
+        if _is_stub(error):
+            return Feedback(exercise, False, "not attempted yet: replace `raise NotImplementedError` with your "
+                            "code, then run this cell again.", attempted=False)
+        return failed(exercise, f"your function raised NotImplementedError: {_short(error)}")
+    except BaseException as error:  # noqa: BLE001 - any crash (SystemExit too) is feedback for the student
+        return failed(exercise, f"your function raised {type(error).__name__}: {_short(error)}")
+    finally:
+        torch.set_default_dtype(dtype)
+        torch.set_grad_enabled(grad)
+    if isinstance(answer, Feedback):
+        return failed(exercise, RETURNED_FEEDBACK)
+    return answer
+
+
+def _describe(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text[:40] + '...' if len(text) > 43 else text}"
+
+
+def _short(error: BaseException) -> str:
+    text = str(error) or "(no message)"
+    return text if len(text) <= 300 else text[:300] + " ..."
+
+
+def _signature_problem(fn: Callable[..., Any], args: tuple, kwargs: dict) -> str | None:
+    """Why ``fn(*args, **kwargs)`` cannot bind (too many or too few parameters), or None."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # some builtins have no signature: just call them
+        return None
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as error:
+        described = [_argument_name(a) for a in args] + [f"{k}=" + _argument_name(v) for k, v in kwargs.items()]
+        n = len(described)
+        return WRONG_PARAMETERS.format(n=n, s="" if n == 1 else "s", args=", ".join(described), error=error)
+    return None
+
+
+def _argument_name(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"a tensor {tuple(value.shape)}"
+    if isinstance(value, (list, tuple)):
+        return f"a {type(value).__name__} of {len(value)}"
+    return type(value).__name__
+
+
+def _private_copy(value: Any) -> Any:
+    """A copy the student may change at will: tensors cloned, modules deep-copied, containers rebuilt."""
+    if isinstance(value, torch.Tensor):
+        copy = value.detach().clone()
+        return copy.requires_grad_() if value.requires_grad else copy
+    if isinstance(value, torch.nn.Module):
+        return copy_module.deepcopy(value)
+    if isinstance(value, tuple):
+        return tuple(_private_copy(v) for v in value)
+    if isinstance(value, list):
+        return [_private_copy(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _private_copy(v) for k, v in value.items()}
+    return value  # numbers, strings, None: immutable
+
+
+def _is_stub(error: NotImplementedError) -> bool:
+    """The notebook's stub (``raise NotImplementedError``, with or without a note) — not one raised by torch."""
+    text = str(error)
+    if any(marker in text for marker in ("Could not run", "aten::", "backend", "not implemented for")):
+        return False  # torch's own "this operation does not exist for this tensor" (sparse, meta, ...)
+    frame = error.__traceback__
+    while frame is not None and frame.tb_next is not None:
+        frame = frame.tb_next
+    return frame is None or _TORCH_DIR not in frame.tb_frame.f_code.co_filename
+
+
+_TORCH_DIR = str(Path(torch.__file__).parent)
+
+
+def _answer_problem(answer: Any, expected: torch.Tensor) -> str | None:
+    """What makes ``answer`` impossible to compare with ``expected`` (or None): the messages a student reads."""
+    if isinstance(answer, (tuple, list)):
+        n = len(answer)
+        return TUPLE_ANSWER.format(kind=type(answer).__name__, n=n, s="" if n == 1 else "s")
+    if not isinstance(answer, torch.Tensor):
+        return NOT_A_TENSOR.format(kind=type(answer).__name__)
+    answer = _plain(answer)
+    if answer.layout is not torch.strided:
+        return SPARSE_ANSWER.format(layout=answer.layout)
+    if answer.device.type == "meta":
+        return NO_VALUES
+    if answer.is_complex():
+        return COMPLEX_ANSWER.format(dtype=answer.dtype)
+    if expected.is_floating_point() and not answer.is_floating_point():
+        return NOT_FLOATING.format(dtype=answer.dtype, expected=expected.dtype)
+    return None
+
+
+def _plain(x: torch.Tensor) -> torch.Tensor:
+    """``x`` as a plain ``torch.Tensor``: a subclass cannot override the comparisons (``__torch_function__``,
+    a fake ``.shape``) once it is turned back into the base class."""
+    if type(x) is torch.Tensor:
+        return x
+    with torch._C.DisableTorchFunctionSubclass():
+        return torch.Tensor.as_subclass(x, torch.Tensor)
 
 
 def compare(
@@ -85,33 +229,62 @@ def compare(
     """Compare a student's tensor with the expected one and, when it differs, name the mistake it matches.
 
     ``mistakes`` maps a message ("you forgot the scaling") to the tensor that mistake produces; the first one
-    that the answer equals is reported. Shapes are compared first, since a wrong shape is the most common slip.
+    that the answer equals is reported. A mistake that gives the expected tensor itself on these inputs is
+    dropped: it cannot be told apart, so it must never be named. Shapes are compared first, since a wrong shape
+    is the most common slip. Tuples, non-tensors, complex, sparse, integer (for a float answer) and
+    non-finite answers are refused with a message; nothing here raises.
     """
-    if not isinstance(answer, torch.Tensor):
-        return failed(exercise, f"expected a torch.Tensor, got {type(answer).__name__}.")
-    candidates = dict(mistakes or {})
+    problem = _answer_problem(answer, expected)
+    if problem:
+        return failed(exercise, problem)
+    answer, expected = _plain(answer).detach(), _plain(expected).detach()
+    candidates = {}
+    for message, wrong in (mistakes or {}).items():
+        wrong = _plain(wrong).detach()
+        if wrong.shape == expected.shape and _close(wrong, expected, atol, rtol):
+            continue  # on these inputs this slip gives the right answer: never report it
+        candidates[message] = wrong
     if answer.shape != expected.shape:
         for message, wrong in candidates.items():
             if wrong.shape == answer.shape and _close(answer, wrong, atol, rtol):
                 return failed(exercise, f"{message} (got shape {tuple(answer.shape)}, "
                                         f"expected {tuple(expected.shape)}).")
         return failed(exercise, f"wrong shape: got {tuple(answer.shape)}, expected {tuple(expected.shape)}.")
-    if not torch.isfinite(answer).all() and torch.isfinite(expected).all():
-        return failed(exercise, "your result contains NaN or ±inf; the expected one has none.")
+    if not bool(_isfinite(answer.cpu()).all()) and bool(_isfinite(expected.cpu()).all()):
+        for message, wrong in candidates.items():  # a known slip that makes NaN in the same places
+            if not bool(_isfinite(wrong.cpu()).all()) and _close(answer, wrong, atol, rtol):
+                return failed(exercise, message)
+        return failed(exercise, NOT_FINITE)
     if _close(answer, expected, atol, rtol):
         return passed(exercise, success)
     for message, wrong in candidates.items():
         if wrong.shape == answer.shape and _close(answer, wrong, atol, rtol):
             return failed(exercise, message)
-    gap = (answer.detach().double() - expected.detach().double()).abs().max().item()
+    gap = (answer.cpu().double() - expected.cpu().double()).abs().max().item()
     return failed(exercise, f"right shape {tuple(expected.shape)}, wrong values (largest difference {gap:.3g}).")
 
 
+# Taken once, at import: a student's cell that rebinds torch.allclose or torch.isfinite cannot change a verdict.
+_allclose, _isfinite = torch.allclose, torch.isfinite
+
+
 def _close(a: torch.Tensor, b: torch.Tensor, atol: float, rtol: float) -> bool:
-    a, b = a.detach().cpu(), b.detach().cpu()
-    if a.dtype != b.dtype:
-        a, b = a.double(), b.double()
-    return bool(torch.allclose(a, b, atol=atol, rtol=rtol, equal_nan=True))
+    """Equal within tolerance, NaN matching NaN; False (never an error) for shapes or dtypes that cannot match."""
+    a, b = _plain(a).detach().cpu(), _plain(b).detach().cpu()
+    if a.shape != b.shape or a.layout is not torch.strided or b.layout is not torch.strided:
+        return False
+    if a.is_complex() or b.is_complex():
+        return False
+    return bool(_allclose(a.double(), b.double(), atol=atol, rtol=rtol, equal_nan=True))
 
 
-__all__ = ["Feedback", "attempt", "compare", "failed", "passed"]
+def refuse(exercise: str, answer: Any, expected: torch.Tensor) -> Feedback | None:
+    """The Feedback for an answer that cannot be compared at all (tuple, complex, sparse, ...), or None.
+
+    For checkers that inspect an answer (its NaN pattern, its dtype) before handing it to ``compare``.
+    """
+    problem = _answer_problem(answer, expected)
+    return failed(exercise, problem) if problem else None
+
+
+__all__ = ["Feedback", "attempt", "compare", "failed", "passed", "refuse"]

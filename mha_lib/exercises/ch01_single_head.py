@@ -76,18 +76,19 @@ def check_attention_weights(student_fn: Callable[[Tensor, Tensor], Tensor]) -> F
     generator = torch.Generator().manual_seed(1)  # on the CPU: the same inputs on every machine
     q, k = torch.randn(2, 5, 5, generator=generator)  # (T, Dh) each, T = S = Dh
     expected = masked_softmax(scale_scores(attention_scores(q, k), q.shape[-1]))  # (T, S)
-    answer = attempt(name, student_fn, q, k)
+    mistakes = _weights_mistakes(q, k)
+    answer = attempt(name, student_fn, q, k)  # the student gets copies: q and k stay as drawn
     if isinstance(answer, Feedback):
         return answer
-    verdict = compare(name, answer, expected, mistakes=_weights_mistakes(q, k))
+    verdict = compare(name, answer, expected, mistakes=mistakes)
     if not verdict:
         return verdict
 
     qb, kb = torch.randn(2, 2, 6, 4, generator=generator)  # (B, T, Dh) each
     expected = masked_softmax(scale_scores(attention_scores(qb, kb), qb.shape[-1]))  # (B, T, S)
+    mistakes = _weights_mistakes(qb, kb)
     answer = attempt(name, student_fn, qb, kb)
-    verdict = answer if isinstance(answer, Feedback) else compare(
-        name, answer, expected, mistakes=_weights_mistakes(qb, kb))
+    verdict = answer if isinstance(answer, Feedback) else compare(name, answer, expected, mistakes=mistakes)
     if not verdict:
         return failed(name, f"right for one (5, 5) sequence, but not for a batch q, k of shape (2, 6, 4): "
                             f"{verdict.message} {BATCH_TIP}")
@@ -105,10 +106,8 @@ def check_single_head(student_fn: Callable[[Tensor, Tensor, Tensor, Tensor], Ten
     T, D, Dh = 5, 8, 3
     x = torch.randn(T, D, generator=generator)
     w_q, w_k, w_v = torch.randn(3, D, Dh, generator=generator) / math.sqrt(D)  # (D, Dh) each
-    answer = attempt(name, student_fn, x, w_q, w_k, w_v)
-    if isinstance(answer, Feedback):
-        return answer
 
+    # the expected answer first, from tensors the student never sees (attempt hands over copies)
     q, k, v = x @ w_q, x @ w_k, x @ w_v  # (T, D) @ (D, Dh) -> (T, Dh)
     expected, weights = explicit_attention(q, k, v)  # (T, Dh), (T, T)
     scores = attention_scores(q, k)  # (T, T)
@@ -122,6 +121,9 @@ def check_single_head(student_fn: Callable[[Tensor, Tensor, Tensor, Tensor], Ten
         SWAPPED_QK: torch.softmax(scale_scores(attention_scores(k, q), Dh), dim=-1) @ v,
         TRANSPOSED_WEIGHTS: weights.mT @ v,
     }
+    answer = attempt(name, student_fn, x, w_q, w_k, w_v)
+    if isinstance(answer, Feedback):
+        return answer
     return compare(name, answer, expected, mistakes=mistakes,
                    success="correct: each context vector is a weighted average of the value vectors.")
 

@@ -53,9 +53,7 @@ def check_split_heads(student_fn) -> Feedback:
     """``student_fn(x, num_heads)`` must turn ``(B, T, D)`` into ``(B, H, T, Dh)`` as ``mha_lib.split_heads`` does."""
     exercise = "split_heads"
     x = _random(B, T, D, seed=3)
-    answer = _attempt(exercise, FIX_SPLIT, student_fn, x.clone(), H)  # a copy: the reference stays intact
-    if isinstance(answer, Feedback):
-        return answer
+    expected = split_heads(x, H)  # (B, H, T, Dh), before the student's function runs
     mistakes = {
         "you viewed straight to (B, H, T, Dh): that cuts the token axis, not the features, so a 'head' holds "
         "pieces of several tokens. View to (B, T, H, Dh) first, then .transpose(1, 2)": x.view(B, H, T, Dh),
@@ -65,7 +63,10 @@ def check_split_heads(student_fn) -> Feedback:
         "contiguous slice h·Dh … (h+1)·Dh - 1": x.view(B, T, Dh, H).permute(0, 3, 1, 2),
         **_transposed_wrong(x),
     }
-    return compare(exercise, answer, split_heads(x, H), mistakes=mistakes,
+    answer = _attempt(exercise, FIX_SPLIT, student_fn, x, H)  # attempt hands over a copy of x
+    if isinstance(answer, Feedback):
+        return answer
+    return compare(exercise, answer, expected, mistakes=mistakes,
                    success="correct: head h of token t holds x[b, t, h·Dh:(h+1)·Dh].")
 
 
@@ -73,9 +74,7 @@ def check_merge_heads(student_fn) -> Feedback:
     """``student_fn(heads)`` must turn ``(B, H, T, Dh)`` back into ``(B, T, H·Dh)`` as ``mha_lib.merge_heads``."""
     exercise = "merge_heads"
     heads = _random(B, H, T, Dh, seed=4)  # contiguous, like the output of weights @ v
-    answer = _attempt(exercise, FIX_MERGE, student_fn, heads.clone())
-    if isinstance(answer, Feedback):
-        return answer
+    expected = merge_heads(heads)  # (B, T, D)
     mistakes = {
         "you flattened (B, H, T, Dh) straight to (B, T, D) without moving the heads back behind the tokens: "
         "each output row now mixes pieces of several tokens. Call .transpose(1, 2) first": heads.reshape(B, T, D),
@@ -88,7 +87,10 @@ def check_merge_heads(student_fn) -> Feedback:
         "you concatenated the heads along the token axis; concatenate along the features (dim=-1)":
             torch.cat(heads.unbind(1), dim=1),
     }
-    return compare(exercise, answer, merge_heads(heads), mistakes=mistakes,
+    answer = _attempt(exercise, FIX_MERGE, student_fn, heads)
+    if isinstance(answer, Feedback):
+        return answer
+    return compare(exercise, answer, expected, mistakes=mistakes,
                    success="correct: merge_heads(split_heads(x, H)) gives x back.")
 
 
@@ -96,9 +98,7 @@ def check_stack_head_weights(student_fn) -> Feedback:
     """``student_fn(head_weights)`` must stack H per-head ``(Dh, d_in)`` weights into one ``(H·Dh, d_in)``."""
     exercise = "stack_head_weights"
     head_weights = [_random(Dh, D_IN, seed=10 + h) for h in range(H)]
-    answer = attempt(exercise, student_fn, [w.clone() for w in head_weights])
-    if isinstance(answer, Feedback):
-        return answer
+    expected = torch.cat(head_weights, dim=0)  # (H·Dh, d_in)
     mistakes = {
         "you concatenated along the input axis (dim=1). A Linear's weight is (out_features, in_features): the "
         "heads' rows stack along dim=0": torch.cat(head_weights, dim=1),
@@ -110,7 +110,10 @@ def check_stack_head_weights(student_fn) -> Feedback:
         "the rows are interleaved (row 0 of every head, then row 1, …): each head must own one block of Dh "
         "consecutive rows": torch.stack(head_weights, dim=1).reshape(D, D_IN),
     }
-    return compare(exercise, answer, torch.cat(head_weights, dim=0), mistakes=mistakes,
+    answer = attempt(exercise, student_fn, head_weights)  # a new list of copies
+    if isinstance(answer, Feedback):
+        return answer
+    return compare(exercise, answer, expected, mistakes=mistakes,
                    success="correct: head h owns rows h·Dh … (h+1)·Dh - 1, as in mha_lib.split_from_wrapper.")
 
 

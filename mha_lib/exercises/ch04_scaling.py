@@ -60,9 +60,7 @@ def check_softmax_jacobian(student_fn: Callable[[Tensor], Tensor]) -> Feedback:
     saturated = torch.tensor([0.5, 9.0, -1.0, 0.0], dtype=torch.float64)
     for scores in (ordinary, saturated):
         p = torch.softmax(scores, dim=-1)  # (S,)
-        answer = attempt(name, student_fn, p.clone())
-        if isinstance(answer, Feedback):
-            return answer
+        expected = _softmax_jacobian(scores)  # (S, S), before the student's function runs
         outer = p[:, None] * p[None, :]  # (S, 1) * (1, S) -> (S, S)
         mistakes = {
             JACOBIAN_NO_DIAGONAL: -outer,
@@ -71,7 +69,10 @@ def check_softmax_jacobian(student_fn: Callable[[Tensor], Tensor]) -> Feedback:
             JACOBIAN_NO_OFF_DIAGONAL: torch.diag(p * (1 - p)),
             JACOBIAN_ELEMENTWISE: torch.diag(p) - p * p,
         }
-        verdict = compare(name, answer, _softmax_jacobian(scores), mistakes=mistakes, atol=1e-6)
+        answer = attempt(name, student_fn, p)  # a copy of p
+        if isinstance(answer, Feedback):
+            return answer
+        verdict = compare(name, answer, expected, mistakes=mistakes, atol=1e-6)
         if not verdict:
             return verdict
     return passed(name, "correct: J = diag(p) - p pᵀ. Each row sums to 0, and J is nearly 0 once p is one-hot.")
@@ -107,13 +108,15 @@ def check_scaled_head_scores(student_fn: Callable[[Tensor, Tensor, Tensor, int],
     for B, T, D_in, D, H in ((2, 5, 12, 8, 2), (1, 4, 10, 18, 3)):
         x = torch.randn(B, T, D_in, generator=generator)
         w_q, w_k = (torch.randn(D_in, D, generator=generator) / math.sqrt(D_in) for _ in range(2))  # (D_in, D)
-        answer = attempt(name, student_fn, x, w_q, w_k, H)
-        if isinstance(answer, Feedback):
-            return answer
+        # expected and mistakes first; the student gets copies, so zeroing x or w_q in place changes nothing here
         q = split_heads(x @ w_q, H)  # (B, T, D) -> (B, H, T, Dh)
         k = split_heads(x @ w_k, H)
         expected = attention_scores(q, k) * scale_factor(D // H)  # (B, H, T, T)
-        verdict = compare(name, answer, expected, mistakes=_head_scores_mistakes(x, w_q, w_k, H))
+        mistakes = _head_scores_mistakes(x, w_q, w_k, H)
+        answer = attempt(name, student_fn, x, w_q, w_k, H)
+        if isinstance(answer, Feedback):
+            return answer
+        verdict = compare(name, answer, expected, mistakes=mistakes)
         if not verdict:
             sizes = f"(with B={B}, T={T}, D_in={D_in}, D={D}, num_heads={H}, so Dh={D // H}) "
             return failed(name, sizes + verdict.message)

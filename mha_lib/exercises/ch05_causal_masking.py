@@ -16,7 +16,7 @@ import torch
 
 from ..functional import masked_softmax
 from ..masks import causal_mask, mask_from_key_padding
-from . import Feedback, attempt, compare, failed, passed
+from . import Feedback, attempt, compare, failed, passed, refuse
 
 Tensor = torch.Tensor
 NEG_INF = float("-inf")
@@ -76,13 +76,11 @@ def _diagonal_masked_with_inf(scores: Tensor) -> Tensor:
     return torch.softmax(scores.masked_fill(blocked, NEG_INF), dim=-1)
 
 
-def _judge_causal_weights(name: str, answer, scores: Tensor) -> Feedback:
-    expected = masked_softmax(scores, causal_mask(scores.shape[-1]))  # (..., T, T)
-    if isinstance(answer, Tensor) and answer.shape == expected.shape and torch.isnan(answer).any():
-        diagonal_bug = _diagonal_masked_with_inf(scores)  # NaN rows: compare() would stop at "contains NaN"
-        if torch.allclose(answer.detach().cpu().to(scores.dtype), diagonal_bug, atol=1e-5, equal_nan=True):
-            return failed(name, MASKED_DIAGONAL_NAN)
-    return compare(name, answer, expected, mistakes=_causal_weights_mistakes(scores))
+def _judge_causal_weights(name: str, answer, scores: Tensor, expected: Tensor, mistakes: dict) -> Feedback:
+    """``expected`` and ``mistakes`` come from the checker's own copy of ``scores``, made before the call."""
+    # seed 002's slip makes NaN rows; compare() names it through its NaN-aware mistake matching
+    return compare(name, answer, expected, mistakes={MASKED_DIAGONAL_NAN: _diagonal_masked_with_inf(scores),
+                                                     **mistakes})
 
 
 def check_causal_weights(student_fn: Callable[[Tensor], Tensor]) -> Feedback:
@@ -94,10 +92,13 @@ def check_causal_weights(student_fn: Callable[[Tensor], Tensor]) -> Feedback:
     generator = torch.Generator().manual_seed(6)  # a CPU generator: the same numbers on every machine
     for shape in ((5, 5), (2, 3, 6, 6)):
         scores = torch.randn(*shape, generator=generator) * 2
-        answer = attempt(name, student_fn, scores.clone())
+        expected = masked_softmax(scores, causal_mask(scores.shape[-1]))  # (..., T, T), before the call
+        mistakes = _causal_weights_mistakes(scores)
+        answer = attempt(name, student_fn, scores)  # a copy: masking it in place changes nothing here
         if isinstance(answer, Feedback) and not answer.attempted:
             return answer
-        verdict = answer if isinstance(answer, Feedback) else _judge_causal_weights(name, answer, scores)
+        verdict = answer if isinstance(answer, Feedback) else _judge_causal_weights(
+            name, answer, scores, expected, mistakes)
         if not verdict:
             if len(shape) > 2:
                 return failed(name, f"right for one (5, 5) matrix, but not for scores of shape {shape}: "
@@ -139,16 +140,17 @@ def check_padded_causal_mask(student_fn: Callable[[Tensor, int], Tensor]) -> Fee
     )
     for padding in cases:
         B, T = padding.shape
-        answer = attempt(name, student_fn, padding.clone(), T)
+        expected, mistakes = _padded_causal_candidates(padding, T)  # before the call
+        answer = attempt(name, student_fn, padding, T)  # a copy of padding
         if isinstance(answer, Feedback):
             return answer
-        if not isinstance(answer, Tensor):
-            return failed(name, f"expected a torch.Tensor, got {type(answer).__name__}.")
+        refused = refuse(name, answer, torch.ones(1, dtype=torch.bool))  # tuple, sparse, complex, not a tensor
+        if refused:
+            return refused
         if answer.dtype != torch.bool:
             return failed(name, NOT_BOOL.format(dtype=answer.dtype))
         if answer.dim() == 3 and answer.shape[0] == B:
             return failed(name, THREE_D)
-        expected, mistakes = _padded_causal_candidates(padding, T)
         if answer.dim() == 4 and answer.shape[0] in (1, B):
             try:
                 answer = answer.expand(B, 1, T, T)  # accept (B, 1, 1, T)-style shapes that broadcast

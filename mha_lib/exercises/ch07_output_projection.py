@@ -11,6 +11,7 @@ the number of heads is passed on purpose: whether it matters is part of the ques
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Callable
 
@@ -51,6 +52,8 @@ SEED_002_TIMES_175 = (SEED_002 + " (And 175 is not a number of layers: GPT-3 has
                       "billions of parameters.)")
 FOUR_VECTORS = "you counted four vectors of length D (4·D): each projection is a D × D matrix, 4·D² in all."
 NOT_A_NUMBER = "expected a number (an int), got {kind}."
+NOT_FINITE = "your function returned {value}: a parameter count is a finite whole number."
+NOT_WHOLE = "your function returned {value}, which is not a whole number: a count of parameters has no fraction."
 
 
 def _randn(*shape: int, generator: torch.Generator) -> Tensor:
@@ -67,9 +70,6 @@ def check_output_projection(student_fn: Callable[[Tensor, Tensor, Tensor], Tenso
     context = _randn(B, H, T, Dh, generator=generator)
     weight = _randn(D, D, generator=generator) / D**0.5  # (out, in), not symmetric
     bias = _randn(D, generator=generator)
-    answer = attempt(name, student_fn, context.clone(), weight.clone(), bias.clone())
-    if isinstance(answer, Feedback):
-        return answer
     merged = merge_heads(context)  # (B, H, T, Dh) -> (B, T, D)
     mistakes = {
         NO_TRANSPOSE: context.reshape(B, T, D) @ weight.T + bias,
@@ -79,7 +79,11 @@ def check_output_projection(student_fn: Callable[[Tensor, Tensor, Tensor], Tenso
         SUMMED_HEADS: context.sum(dim=1),  # (B, T, Dh)
         AVERAGED_HEADS: context.mean(dim=1),  # (B, T, Dh)
     }
-    return compare(name, answer, merged @ weight.T + bias, mistakes=mistakes,
+    expected = merged @ weight.T + bias  # (B, T, D), before the call
+    answer = attempt(name, student_fn, context, weight, bias)  # copies: in-place edits change nothing here
+    if isinstance(answer, Feedback):
+        return answer
+    return compare(name, answer, expected, mistakes=mistakes,
                    success="correct: heads side by side, then one matrix that mixes all of them.")
 
 
@@ -98,18 +102,34 @@ def _parameter_mistakes(d: int, h: int, bias: bool) -> dict[str, int]:
     }
 
 
-def _as_number(answer) -> float | None:
-    if isinstance(answer, Tensor) and answer.numel() == 1:
-        answer = answer.item()
+def _as_number(answer) -> int | float | str | None:
+    """The student's count as an exact int (a float or a 1-element tensor with a whole value becomes one).
+
+    Returns None for something that is not a real number, and a message (str) for NaN, inf or a fraction.
+    Ints stay exact, however large: ``float(10**400)`` would overflow.
+    """
+    if isinstance(answer, Tensor):
+        if answer.numel() != 1 or answer.layout is not torch.strided or answer.is_complex() or \
+                answer.device.type == "meta":
+            return None
+        answer = answer.detach().cpu().item()
     if isinstance(answer, bool) or not isinstance(answer, numbers.Real):
         return None
-    return float(answer)
+    if isinstance(answer, numbers.Integral):
+        return int(answer)
+    value = float(answer)
+    if not math.isfinite(value):
+        return NOT_FINITE.format(value=value)
+    if not value.is_integer():
+        return NOT_WHOLE.format(value=value)
+    return int(value)
 
 
 def check_parameter_count(student_fn: Callable[[int, int, bool], int]) -> Feedback:
     """``student_fn(d_model, num_heads, bias)`` must return the parameters of one attention layer:
     ``4·D² + 4·D`` with biases, ``4·D²`` without, for any number of heads."""
     name = "parameter_count"
+    expected = [attention_parameter_count(d, bias) for d, _, bias in PARAMETER_CASES]  # before any call
     answers = []
     for d, h, bias in PARAMETER_CASES:
         answer = attempt(name, student_fn, d, h, bias)
@@ -118,9 +138,10 @@ def check_parameter_count(student_fn: Callable[[int, int, bool], int]) -> Feedba
         value = _as_number(answer)
         if value is None:
             return failed(name, NOT_A_NUMBER.format(kind=type(answer).__name__))
+        if isinstance(value, str):
+            return failed(name, f"for d_model={d}, num_heads={h}, bias={bias}: {value}")
         answers.append(value)
 
-    expected = [attention_parameter_count(d, bias) for d, _, bias in PARAMETER_CASES]
     wrong = [i for i, (value, right) in enumerate(zip(answers, expected)) if value != right]
     if not wrong:
         return passed(name, "correct: 2,362,368 for GPT-2 small, 10,246,400 for GPT-2 XL, whatever the heads.")
@@ -130,7 +151,8 @@ def check_parameter_count(student_fn: Callable[[int, int, bool], int]) -> Feedba
         if all(answers[i] == tables[i][message] for i in wrong):
             return failed(name, message)
     (d, h, bias), value = PARAMETER_CASES[wrong[0]], answers[wrong[0]]
-    return failed(name, f"for d_model={d}, num_heads={h}, bias={bias} you returned {value:,.0f}, "
+    shown = f"{value:,}" if len(str(value)) <= 30 else f"a number of {len(str(value))} digits"
+    return failed(name, f"for d_model={d}, num_heads={h}, bias={bias} you returned {shown}, "
                         f"expected {expected[wrong[0]]:,}.")
 
 __all__ = ["check_output_projection", "check_parameter_count"]

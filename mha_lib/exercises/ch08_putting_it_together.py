@@ -18,7 +18,7 @@ import torch
 from ..functional import attention_scores, merge_heads, split_heads
 from ..masks import causal_mask
 from ..modules import MultiHeadAttention
-from . import Feedback, _close, attempt, compare, failed
+from . import Feedback, _close, attempt, compare, failed, refuse
 
 Tensor = torch.Tensor
 
@@ -134,7 +134,10 @@ def check_attention_forward(student_fn) -> Feedback:
         return answer
     if isinstance(answer, tuple):
         return failed(EXERCISE, TUPLE)
-    if isinstance(answer, Tensor) and answer.shape == expected.shape and torch.isnan(answer).any():
+    refused = refuse(EXERCISE, answer, expected)  # not a tensor, complex, sparse, integer
+    if refused:
+        return refused
+    if answer.shape == expected.shape and torch.isnan(answer.detach()).any():
         if _close(answer, mistakes[NO_SOFTMAX], 1e-5, 1e-4):  # NaN where the -inf scores met V
             return failed(EXERCISE, NO_SOFTMAX)
         nan_rows = torch.isnan(answer).any(dim=-1)  # (B, T)

@@ -22,7 +22,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from ..functional import explicit_attention
-from . import Feedback, attempt, compare, failed, passed
+from . import Feedback, attempt, compare, failed, passed, refuse
 
 Tensor = torch.Tensor
 
@@ -54,7 +54,8 @@ class _Watcher(TorchFunctionMode):
         self.count, self.rows, self.cols, self.min_numel = count, rows, cols, min_numel
         # the memory the inputs already own is not new (a view of an input is not an allocation); storages seen
         # are kept alive until the end, so that a freed address reused by a later tensor is still counted as new
-        self.seen = {t.untyped_storage().data_ptr(): t.untyped_storage() for t in inputs if isinstance(t, Tensor)}
+        self.seen = {t.untyped_storage().data_ptr(): t.untyped_storage() for t in inputs
+                     if isinstance(t, Tensor) and t.layout is torch.strided}
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
@@ -62,7 +63,7 @@ class _Watcher(TorchFunctionMode):
         if name != "__get__":  # attribute reads such as .shape are not operations
             self.count.calls.append(name)
         for t in out if isinstance(out, (tuple, list)) else (out,):
-            if (isinstance(t, Tensor) and t.dim() >= 2 and tuple(t.shape[-2:]) == (self.rows, self.cols)
+            if (isinstance(t, Tensor) and t.layout is torch.strided and t.device.type != "meta" and t.dim() >= 2 and tuple(t.shape[-2:]) == (self.rows, self.cols)
                     and t.numel() >= self.min_numel and t.is_floating_point()):
                 address = t.untyped_storage().data_ptr()
                 if address not in self.seen:  # in-place results and views share memory already seen
@@ -127,19 +128,23 @@ def check_lean_attention(student_fn: Callable[[Tensor, Tensor, Tensor], tuple[Te
     B, H, T, Dh = 2, 3, 7, 4  # T != Dh, so that a (T, T) tensor cannot be confused with a (T, Dh) one
     q, k, v = (torch.randn(B, H, T, Dh, generator=generator) for _ in range(3))
     with torch.no_grad():
-        count = count_new_tensors(attempt, name, student_fn, q.clone(), k.clone(), v.clone(), rows=T)
+        expected_context, expected_weights = _lean_reference(q, k, v)  # before the call
+        mistakes = _weights_mistakes(q, k)
+        count = count_new_tensors(attempt, name, student_fn, q, k, v, rows=T)  # attempt hands over copies
         answer = count.result
         if isinstance(answer, Feedback):
             return answer
         if not (isinstance(answer, (tuple, list)) and len(answer) == 2):
             return failed(name, NOT_A_PAIR)
         context, weights = answer
-        expected_context, expected_weights = _lean_reference(q, k, v)
-        row0_nan = isinstance(weights, Tensor) and weights.shape == expected_weights.shape and bool(
-            torch.isnan(weights[..., 0, :]).all())
+        for part, expected in ((weights, expected_weights), (context, expected_context)):
+            refused = refuse(name, part, expected)  # not a tensor, complex, sparse, integer
+            if refused:
+                return refused
+        row0_nan = weights.shape == expected_weights.shape and bool(torch.isnan(weights[..., 0, :]).all())
         if row0_nan:  # compare() would stop at "contains NaN"; this NaN has a known cause
             return failed(name, MASKED_DIAGONAL)
-        verdict = compare(name, weights, expected_weights, mistakes=_weights_mistakes(q, k))
+        verdict = compare(name, weights, expected_weights, mistakes=mistakes)
         if not verdict:
             return failed(name, f"(the weights) {verdict.message}")
         verdict = compare(name, context, expected_context)
