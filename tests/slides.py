@@ -10,12 +10,15 @@ Nobody writes slide metadata by hand (issue 14, conventions point 10). ``stamp_s
 ==========================================================  ============
 cell                                                        slide_type
 ==========================================================  ============
-``#`` or ``##`` heading (first line of a markdown cell)      ``slide``
+``#`` or ``##`` heading (``export`` cuts a markdown cell     ``slide``
+at a heading below its first line)
 ``###`` heading                                             ``subslide``
 Colab badge and set-up cell; hint and solution blocks       ``skip``
 (tagged ``hint``/``solution``, or a markdown cell that
 is only ``<details>`` blocks); exercise checker cells
-a widget cell whose ``##`` section has a static figure      ``skip`` (widgets do not export)
+a widget cell whose ``##`` section has a static figure      ``skip`` (widgets do not export: the figure
+drawn by another cell                                       stands in; otherwise ``-``, showing the widget's
+                                                            static copy from ``mha_lib.static_widgets``)
 predict / discussion / exercise cell                        ``subslide`` (a screen of its own), or ``-``
                                                             when it is the first thing under a heading
 the code cell right after a predict cell (its answer)       ``fragment`` (appears on the next click)
@@ -54,6 +57,7 @@ SKIP_TAGS = {"colab-badge", "colab-setup", "hint", "solution"}
 SCREEN_TAGS = ("predict", "discussion", "exercise")  # each gets a screen of its own
 SCREEN_PREFIXES = {"predict": "**Predict before you run.**", "discussion": "**Discuss.**", "exercise": "**Exercise"}
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+STATIC_WIDGET_MARK = "mha_lib_static_widget"  # mha_lib.static_widgets.MARK (not imported: tests/ reads files only)
 IMAGE_MIMES = ("image/png", "image/jpeg", "image/svg+xml")
 LONG_FIGURE_CODE = 12  # a figure cell with more code lines than this shows only its figure in the deck
 HEADING = re.compile(r"^(#{1,6})\s+\S")
@@ -168,7 +172,19 @@ def has_figure(cell) -> bool:
 
 
 def is_widget(cell) -> bool:
-    return WIDGET_MIME in _mimes(cell)
+    """A widget cell: a live widget output, or the static copy that ``mha_lib.static_widgets`` stores in its place
+    (outputs marked ``STATIC_WIDGET_MARK`` in their metadata)."""
+    if cell.get("cell_type") != "code":
+        return False
+    return any(WIDGET_MIME in output.get("data", {}) or STATIC_WIDGET_MARK in output.get("metadata", {})
+               for output in cell.get("outputs", []))
+
+
+def widget_picture(cell) -> bool:
+    """Whether a widget cell carries a static copy of its picture (an image output beside the widget)."""
+    return is_widget(cell) and any(WIDGET_MIME not in output.get("data", {}) and
+                                   any(mime in output.get("data", {}) for mime in IMAGE_MIMES)
+                                   for output in cell.get("outputs", []))
 
 
 def is_checker(cell) -> bool:
@@ -180,7 +196,8 @@ def is_checker(cell) -> bool:
         return False
     if any("mha_lib.exercises" in line for line in code):
         return True
-    return all(CHECKER_CALL.match(line) or line.lstrip().startswith(("from ", "import ")) for line in code)
+    return any(CHECKER_CALL.match(line) for line in code) and all(
+        CHECKER_CALL.match(line) or line.lstrip().startswith(("from ", "import ")) for line in code)
 
 
 def is_hidden_block(cell) -> bool:
@@ -258,8 +275,9 @@ def stamp_slides(nb) -> list[str]:
     types = slide_types(nb)
     for cell, kind in zip(nb["cells"], types):
         cell.setdefault("metadata", {})["slideshow"] = {"slide_type": kind}
-    return [f"cell {index}: widget with no static figure in its section (the deck shows a note instead)"
-            for index, (cell, kind) in enumerate(zip(nb["cells"], types)) if is_widget(cell) and kind != "skip"]
+    return [f"cell {index}: widget with no static figure, neither its own nor in its section (the deck shows a "
+            "note instead)" for index, (cell, kind) in enumerate(zip(nb["cells"], types))
+            if is_widget(cell) and kind != "skip" and not widget_picture(cell)]
 
 
 def count_slides(types: list[str]) -> tuple[int, int]:
@@ -367,8 +385,10 @@ def deck_notebook(nb):
     for cell in nb["cells"]:
         if cell["metadata"]["slideshow"]["slide_type"] == "skip" or cell.get("cell_type") != "code":
             continue
-        if is_widget(cell):
-            cell["outputs"] = [{"output_type": "display_data", "metadata": {}, "data": {"text/html": note}}]
+        if any(WIDGET_MIME in output.get("data", {}) for output in cell.get("outputs", [])):
+            # a live widget (a notebook not refreshed since): its static copy if it has one, else the note
+            kept = [o for o in cell["outputs"] if WIDGET_MIME not in o.get("data", {})]
+            cell["outputs"] = kept or [{"output_type": "display_data", "metadata": {}, "data": {"text/html": note}}]
         elif has_figure(cell) and len(_source(cell).splitlines()) > LONG_FIGURE_CODE:
             cell["metadata"].setdefault("transient", {})["remove_source"] = True
     return nb
