@@ -151,12 +151,12 @@ def checker_mistakes(module: Path) -> dict[str, list[str]]:
     result = {}
     for name in functions:
         if name.startswith("check_"):
-            unique = list(dict.fromkeys(_tidy(m) for m in collect(name, {name})))
+            unique = list(dict.fromkeys(tidy_message(m) for m in collect(name, {name})))
             result[name] = unique
     return result
 
 
-def _tidy(message: str) -> str:
+def tidy_message(message: str) -> str:
     message = " ".join(message.replace(UNKNOWN, "…").split())
     return message[0].upper() + message[1:] if message else message
 
