@@ -144,6 +144,10 @@ def refresh(path: Path) -> float:
     client.execute()
     seconds = time.perf_counter() - start
     make_portable(nb, path.parent)
+    from slides import stamp_slides  # tests/slides.py: slide types derived from the cells (and their new outputs)
+
+    for warning in stamp_slides(nb):
+        print(f"{path.name}: slides: {warning}")
     nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
     nbformat.write(nb, path)
     return seconds
@@ -183,6 +187,9 @@ def main(argv: list[str]) -> None:
     for path in paths:
         seconds = refresh(path)
         print(f"{path.relative_to(ROOT)}: executed in {seconds:.1f} s")
+    from teachers_guide import write_guide  # tests/teachers_guide.py: notebooks/TEACHERS_GUIDE.md from the notebooks
+
+    print(write_guide())
     if not argv:
         draw_readme_figure()
         print(f"{README_FIGURE.relative_to(ROOT)}: redrawn")
