@@ -11,7 +11,7 @@ WIDGETS7       ?= .venv-ipywidgets7
 WIDGETS7_PINS  := ipywidgets==7.7.1 ipython_genutils==0.2.0
 WIDGETS7_STAMP := $(WIDGETS7)/.installed
 
-.PHONY: lab test notebooks benchmarks install clean
+.PHONY: lab test notebooks benchmarks slides install clean
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks/00_start_here.ipynb
@@ -26,6 +26,11 @@ notebooks: $(STAMP)
 # Re-measure speed, memory and import time (saved in mha_lib/benchmark_results/), then refresh chapter 9 which plots them.
 benchmarks: $(STAMP)
 	$(BIN)/python tests/benchmarks/run_all.py --quiet-below 10
+
+# One reveal.js deck per chapter in build/slides/ (works offline: copy the whole folder). Teacher's guide:
+# notebooks/TEACHERS_GUIDE.md, rewritten by `make notebooks`.
+slides: $(STAMP)
+	$(BIN)/python tests/slides.py --out build/slides
 
 install: $(STAMP) $(WIDGETS7_STAMP)
 
