@@ -32,19 +32,25 @@ from typing import NamedTuple, Sequence
 import numpy as np
 
 from .fonts import SYSTEM_CJK_FAMILIES, bundled_font_paths
+from .plotting import MASKED_RGB, MASKED_STRIPE_RGB, NAN_RGB
 
 # The palette: colour-map levels first, then greys from white to black, then fixed colours
 LEVELS = 192
 GREYS = 48
 WHITE = LEVELS  # the first grey
-FRAME, MASKED, STRIPE, TICK = range(LEVELS + GREYS, LEVELS + GREYS + 4)
-FIXED_RGB = ((90, 90, 90), (205, 205, 205), (140, 140, 140), (60, 60, 60))  # frame, masked, stripe, tick
-MASKED_RGB, MASKED_STRIPE_RGB = FIXED_RGB[1], FIXED_RGB[2]  # masked (−∞): light grey, darker stripes
+FRAME, MASKED, STRIPE, TICK, NAN_BACK, NAN_STRIPE = range(LEVELS + GREYS, LEVELS + GREYS + 6)
+NAN_BACK_RGB = (255, 236, 236)
+# frame, masked (−∞: light grey, darker stripes), tick, NaN (pale red, red cross-hatching): the colours of plotting.py
+FIXED_RGB = ((90, 90, 90), MASKED_RGB, MASKED_STRIPE_RGB, (60, 60, 60), NAN_BACK_RGB, NAN_RGB)
+MASKED_LEGEND = "masked (\u2212\u221e)"
+MASKED_WEIGHT_LEGEND = "masked (weight 0)"
+NAN_LEGEND = "NaN (overflow)"
 
-LABEL_PX = 11  # font sizes in pixels
+LABEL_PX = 11  # font sizes in pixels: at least 10 px on a projector, CJK included
 TITLE_PX = 12
 PANEL_PX = 192  # a heatmap is about this many pixels wide and high, whatever the number of tokens
 MAX_COLUMNS = 4
+MAX_HEIGHT_PX = 900  # the whole picture fits a 1080-line screen: with many heads the entries get smaller
 GAP = 12  # between panels
 MARGIN = 8
 BAR_WIDTH = 14
@@ -223,16 +229,23 @@ def layout(
     query_labels: tuple[str, ...],
     key_labels: tuple[str, ...],
     colorbar_label: str,
-    legend: str | None = None,
+    legend: str | tuple[str, ...] | None = None,
 ) -> Layout:
     """Compute the positions and draw the static frame (cached: the same view is laid out only once).
 
     The panels share their axes: query labels left of each row of panels, key labels under the lowest
-    panel of each column.
+    panel of each column. ``legend``: the swatches under the colour bar, ``MASKED_LEGEND`` and/or
+    ``NAN_LEGEND`` (a single str is one of them). With many heads the entries shrink so that the picture
+    stays within ``MAX_HEIGHT_PX``.
     """
+    legend = (legend,) if isinstance(legend, str) else tuple(legend or ())
     T, S = len(query_labels), len(key_labels)
     cell = min(cell_size(T), cell_size(S))
     rows, cols = grid_shape(heads)
+    title_h = text_mask("head 0", TITLE_PX).shape[0] + 3
+    # the height left for the matrices once titles, gaps and (at most) 64 px of key labels are counted
+    room = MAX_HEIGHT_PX - 2 * MARGIN - 64 - rows * (title_h + GAP)
+    cell = max(3, min(cell, room // (rows * T)))
     step = _every(cell)
     ymasks = [text_mask(label) for label in query_labels]
     # key labels read upwards when one of them is wider than its column; single characters stay upright
@@ -240,7 +253,6 @@ def layout(
     xmasks = [text_mask(label, LABEL_PX, turn and len(label) > 1) for label in key_labels]
     ylab_w = max(m.shape[1] for m in ymasks[::step]) + 6
     xlab_h = max(m.shape[0] for m in xmasks[::step]) + 6
-    title_h = text_mask("head 0", TITLE_PX).shape[0] + 3
     panel_w, panel_h = S * cell, T * cell
     grid_right = MARGIN + ylab_w + cols * panel_w + (cols - 1) * GAP
     origins = tuple(
@@ -251,11 +263,11 @@ def layout(
     bar = (origins[0][0], grid_right + GAP, bar_h, BAR_WIDTH)
     tick_w = text_mask("\u22120.00").shape[1] + 14  # room for the tick labels
     label_mask = text_mask(colorbar_label, LABEL_PX, rotate=True)
-    legend_mask = text_mask(legend) if legend else None
+    legend_masks = [text_mask(text) for text in legend]
     width = bar[1] + BAR_WIDTH + tick_w + label_mask.shape[1] + MARGIN
-    if legend_mask is not None:
-        width = max(width, bar[1] + BAR_WIDTH + 6 + legend_mask.shape[1] + MARGIN)
-    height = max(origins[-1][0] + panel_h + xlab_h, bar[0] + bar_h + 36) + MARGIN
+    for mask in legend_masks:
+        width = max(width, bar[1] + BAR_WIDTH + 6 + mask.shape[1] + MARGIN)
+    height = max(origins[-1][0] + panel_h + xlab_h, bar[0] + bar_h + 8 + 22 * len(legend)) + MARGIN
 
     buffer, frame = png_rows(height, width)
     frame[...] = WHITE
@@ -276,10 +288,11 @@ def layout(
     bar_levels = np.linspace(LEVELS - 1, 0, bar_h).round().astype(np.uint8)  # top = vmax
     frame[bar[0]:bar[0] + bar_h, bar[1]:bar[1] + BAR_WIDTH] = bar_levels[:, None]
     paste_text(frame, label_mask, bar[0] + (bar_h - label_mask.shape[0]) // 2, width - MARGIN - label_mask.shape[1])
-    if legend_mask is not None:  # a swatch of the masked pattern and its meaning, under the colour bar
-        top = bar[0] + bar_h + 14
-        frame[top:top + 14, bar[1]:bar[1] + BAR_WIDTH] = np.where(_stripes(14, BAR_WIDTH), STRIPE, MASKED)
-        paste_text(frame, legend_mask, top + (14 - legend_mask.shape[0]) // 2, bar[1] + BAR_WIDTH + 6)
+    for i, (text, mask) in enumerate(zip(legend, legend_masks)):  # a swatch and its meaning, under the bar
+        top = bar[0] + bar_h + 14 + 22 * i
+        swatch = _swatch(14, BAR_WIDTH, nan=text == NAN_LEGEND)
+        frame[top:top + 14, bar[1]:bar[1] + BAR_WIDTH] = swatch
+        paste_text(frame, mask, top + (14 - mask.shape[0]) // 2, bar[1] + BAR_WIDTH + 6)
     buffer.setflags(write=False)
     return Layout(heads, rows, cols, cell, origins, bar, (height, width), buffer)
 
@@ -297,6 +310,20 @@ def _stripes(height: int, width: int) -> np.ndarray:
     """Where the diagonal stripes of masked entries go, ``(height, width)`` bool."""
     i, j = np.indices((height, width))
     return (i + j) % 4 == 0
+
+
+@functools.lru_cache(maxsize=32)
+def _cross(height: int, width: int) -> np.ndarray:
+    """Where the cross-hatching of NaN entries goes, ``(height, width)`` bool."""
+    i, j = np.indices((height, width))
+    return ((i + j) % 4 == 0) | ((i - j) % 4 == 0)
+
+
+def _swatch(height: int, width: int, *, nan: bool) -> np.ndarray:
+    """The pattern of masked (grey, striped) or NaN (pale red, red cross-hatched) entries, as palette indices."""
+    if nan:
+        return np.where(_cross(height, width), NAN_STRIPE, NAN_BACK).astype(np.uint8)
+    return np.where(_stripes(height, width), STRIPE, MASKED).astype(np.uint8)
 
 
 # --- drawing --------------------------------------------------------------------------------------------------
@@ -323,22 +350,37 @@ def render(
     vmin: float,
     vmax: float,
     colorbar_label: str,
+    blocked: np.ndarray | None = None,
 ) -> Picture:
-    """Draw ``values`` ``(H, T, S)`` as one heatmap per head; ``-inf`` entries are shown as masked."""
+    """Draw ``values`` ``(H, T, S)`` as one heatmap per head.
+
+    ``-inf`` entries, and those where ``blocked`` (a bool array that broadcasts to ``values``: the weights a
+    mask blocked) is True, are shown as masked (grey, striped); NaN entries as NaN (pale red, cross-hatched in
+    red: never as a colour of the map), each with a legend under the colour bar.
+    """
     H, T, S = values.shape
-    masked = np.isneginf(values)
-    legend = "masked (\u2212\u221e)" if masked.any() else None
+    masked, nans = np.isneginf(values), np.isnan(values)
+    any_masked, any_nan = bool(masked.any()), bool(nans.any())
+    legend = (MASKED_LEGEND,) * any_masked
+    if blocked is not None and blocked.any():
+        masked, any_masked = masked | blocked, True
+        legend = legend or (MASKED_WEIGHT_LEGEND,)
+    legend += (NAN_LEGEND,) * any_nan
     lay = layout(H, tuple(query_labels), tuple(key_labels), colorbar_label, legend)
     c = lay.cell
     rows = lay.frame.copy()
     canvas = rows[:, 1:]
 
     levels = colour_levels(values, vmin, vmax)  # (H, T, S)
-    if legend:
+    if any_masked:
         levels[masked] = MASKED
+    if any_nan:
+        levels[nans] = NAN_BACK
     pixels = levels.repeat(c, axis=1).repeat(c, axis=2)  # each entry -> c × c pixels: (H, T·c, S·c)
-    if legend:  # stripes over the masked entries
+    if any_masked:  # stripes over the masked entries
         pixels[(pixels == MASKED) & _stripes(T * c, S * c)] = STRIPE
+    if any_nan:  # cross-hatching over the NaN entries
+        pixels[(pixels == NAN_BACK) & _cross(T * c, S * c)] = NAN_STRIPE
     for h, (top, left) in enumerate(lay.origins):
         canvas[top:top + T * c, left:left + S * c] = pixels[h]
 

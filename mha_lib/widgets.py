@@ -17,9 +17,14 @@ heads, and the four steps of ``functional.py`` are applied one after the other:
 
 The controls: sentence, model width D, number of heads H (only divisors of D are offered: every head gets
 D // H features), causal mask on/off, scaling on/off, softmax temperature, and the stage shown. Each stage has
-its own colour scale, drawn as a colour bar: the weights are probabilities and always use 0 … 1; the three
-score stages use a diverging map centred on 0, spanning ± the largest finite value of all heads (so toggling
-the scaling changes the numbers on the colour bar, not the pattern). Masked (−∞) entries are grey and striped.
+its own colour scale, drawn as a colour bar, with the colour rules of ``plotting.py`` (one map per quantity):
+the weights use ``viridis`` from 0 to their largest value rounded up to a tenth (rows with a single key, weight
+1 by construction, left out; the caption says so); the three score stages use ``RdBu_r``, a diverging map centred on 0,
+spanning ± the largest finite value of all heads (so toggling the scaling changes the numbers on the colour
+bar, not the pattern; one outlier row is left out of that range, and the caption says so). Masked (−∞) entries
+are grey and striped; NaN weights (a softmax that overflowed) are cross-hatched in red and the caption says how
+many — never drawn as zeros. Controls that cannot change the stage shown are greyed out (the temperature acts
+only in the softmax, the mask only from the masked stage on, the scaling not on the raw scores).
 
 Why it is fast. Re-drawing a 3 × 4 grid of labelled heatmaps with matplotlib takes about a second on a laptop
 CPU (≈ 0.35 s even when only the images' data are replaced), mostly for layout and text. Here the frame (head
@@ -52,6 +57,8 @@ from .data import tokenize, toy_sentence
 from .functional import attention_scores, masked_softmax, scale_scores, split_heads
 from .masks import additive_mask, causal_mask
 from .modules import MultiHeadAttention
+from .plotting import COLORMAPS
+from .plotting import colour_scale as _plotting_scale
 from .validation import check_divisible, check_positive_float, check_positive_int, divisors
 
 Tensor = torch.Tensor
@@ -176,22 +183,37 @@ class ColourScale(NamedTuple):
     vmin: float
     vmax: float
     label: str
+    note: str | None = None  # an outlier row left out of the range, as plot_heads says it
 
 
-def colour_scale(stage: str, values: Tensor, *, scaled: bool = True) -> ColourScale:
-    """The colour map, range and colour-bar label of a stage (one scale for all heads)."""
+#: Which controls can change each stage (the others are greyed out while it is shown).
+ACTIVE_CONTROLS = {
+    "scores": ("sentence", "d_model", "num_heads", "stage"),
+    "scaled": ("sentence", "d_model", "num_heads", "stage", "scaled"),
+    "masked": ("sentence", "d_model", "num_heads", "stage", "scaled", "causal"),
+    "weights": ("sentence", "d_model", "num_heads", "stage", "scaled", "causal", "temperature"),
+}
+
+
+def colour_scale(stage: str, values: Tensor, *, scaled: bool = True, tokens=None) -> ColourScale:
+    """The colour map, range and colour-bar label of a stage (one scale for all heads).
+
+    The same rules as ``plot_heads`` (see ``plotting.colour_scale``): weights from 0 to their largest value,
+    rows with a single key (weight 1) left out, rounded up to a tenth (so that the colour bar does not jitter
+    while the temperature slider moves); scores ± the largest finite value (one outlier row left out) in the
+    scores' diverging map, centred on 0.
+    """
     if _check_stage(stage) == "weights":
-        return ColourScale("viridis", 0.0, 1.0, "attention weight")
-    array = values.numpy()
-    finite = array[np.isfinite(array)]
-    bound = float(np.abs(finite).max()) if finite.size else 0.0
-    bound = bound if bound > 0 else 1.0  # an all-zero matrix still gets a usable scale
+        scale = _plotting_scale(values, "weights", labels=tokens)
+        top = min(1.0, math.ceil(scale.vmax * 10 - 1e-6) / 10)
+        return ColourScale(scale.cmap, 0.0, top, "attention weight", scale.note)
+    scale = _plotting_scale(values, "scores", labels=tokens)
     label = {
         "scores": "score q·k",
         "scaled": "score q·k / √Dh" if scaled else "score q·k (not scaled)",
         "masked": "score after the mask",
     }[stage]
-    return ColourScale("RdBu_r", -bound, bound, label)
+    return ColourScale(scale.cmap, scale.vmin, scale.vmax, label, scale.note)
 
 
 def sentence_choices(sentences=None) -> dict[str, str]:
@@ -215,20 +237,35 @@ def sentence_choices(sentences=None) -> dict[str, str]:
     return choices
 
 
-def _describe(stage: str, num_heads: int, tokens, d_model: int, causal: bool, scaled: bool, temperature: float):
-    """One line that says what the picture shows (also the explorer's caption and the figure's title)."""
+def _describe(stage: str, num_heads: int, tokens, d_model: int, causal: bool, scaled: bool, temperature: float,
+              values: Tensor | None = None, scale: ColourScale | None = None):
+    """One line that says what the picture shows, and notes (the explorer's caption and the figure's title).
+
+    With ``values``, NaN entries are counted in a note; with ``scale``, its outlier note is passed on.
+    """
     parts = [f"{num_heads} head{'s' if num_heads > 1 else ''} × {len(tokens)} tokens",
              f"D = {d_model}, Dh = {d_model // num_heads}", STAGE_NAMES[stage]]
     notes = []
+    if stage == "scores":
+        notes.append("scaling, mask and temperature come later: their controls are greyed out")
     if stage == "scaled" and not scaled:
         notes.append("scaling is off: same as the raw scores")
+    if stage == "scaled":
+        notes.append("the mask and the temperature come later: greyed out")
     if stage == "masked" and not causal:
         notes.append("causal mask is off: nothing is masked")
     if stage == "weights":
         parts.append(f"temperature {temperature:.2f}")
-    elif temperature != 1.0:
-        notes.append("temperature acts in the softmax: pick the weights to see it")
-    return " · ".join(parts), notes
+    else:
+        notes.append("temperature acts in the softmax: pick the weights to see it"
+                     if temperature != 1.0 or stage == "masked" else "")
+    if values is not None:
+        count = int(torch.isnan(values).sum())
+        if count:
+            notes.append(f"{count} weights are NaN (the softmax overflowed): cross-hatched in red, not zeros")
+    if scale is not None and scale.note:
+        notes.append(scale.note)
+    return " · ".join(parts), [note for note in notes if note]
 
 
 # --- the static figure ----------------------------------------------------------------------------------------
@@ -246,8 +283,6 @@ def explorer_figure(
     seed: int = 0,
 ):
     """The explorer's view for one setting, as a matplotlib ``Figure`` (what readers without a kernel see)."""
-    from matplotlib import colormaps
-
     from .plotting import plot_heads
 
     sentence = next(iter(BUILTIN_SENTENCES.values())) if sentence is None else sentence
@@ -255,14 +290,13 @@ def explorer_figure(
     stages = attention_stages(sentence, d_model=d_model, num_heads=num_heads, causal=causal, scaled=scaled,
                               temperature=temperature, seed=seed)
     values = getattr(stages, stage)
-    scale = colour_scale(stage, values, scaled=scaled)
-    # −∞ is below any finite vmin: the colour map's "under" colour paints the masked entries grey
-    cmap = colormaps[scale.cmap].with_extremes(under=[c / 255 for c in _fast_render.MASKED_RGB])
+    scale = colour_scale(stage, values, scaled=scaled, tokens=stages.tokens)
     title, notes = _describe(stage, num_heads, stages.tokens, d_model, causal, scaled, temperature)
-    if stage == "masked" and causal:
-        notes.append("grey: masked (−∞)")
+    # plot_heads adds its own notes under the figure: grey = masked, NaN, the row left out of the range
     return plot_heads(values, stages.tokens, title="\n".join([title, *notes]) if notes else title,
-                      cmap=cmap, vmin=scale.vmin, vmax=scale.vmax, colorbar_label=scale.label)
+                      quantity="weights" if stage == "weights" else "scores", nan="show",
+                      mask=torch.from_numpy(~_blocked(stages, stage)) if stage == "weights" else None,
+                      vmin=scale.vmin, vmax=scale.vmax, colorbar_label=scale.label)
 
 
 # --- the widget -----------------------------------------------------------------------------------------------
@@ -271,10 +305,16 @@ def explorer_figure(
 def render_png(stages: Stages, stage: str, *, scaled: bool = True) -> bytes:
     """The explorer's picture of one stage: PNG bytes (also used by the tests and the benchmark)."""
     values = getattr(stages, _check_stage(stage))
-    scale = colour_scale(stage, values, scaled=scaled)
+    scale = colour_scale(stage, values, scaled=scaled, tokens=stages.tokens)
     picture = _fast_render.render(values.numpy(), stages.tokens, stages.tokens, cmap=scale.cmap,
-                                  vmin=scale.vmin, vmax=scale.vmax, colorbar_label=scale.label)
+                                  vmin=scale.vmin, vmax=scale.vmax, colorbar_label=scale.label,
+                                  blocked=_blocked(stages, stage))
     return _fast_render.encode_png(picture)
+
+
+def _blocked(stages: Stages, stage: str) -> np.ndarray | None:
+    """The weights the mask blocked (drawn grey like the −∞ scores), ``(H, T, S)`` bool; None for scores."""
+    return torch.isneginf(stages.masked).numpy() if stage == "weights" else None
 
 
 def attention_explorer(
@@ -382,9 +422,15 @@ def _explorer_class():
             stages = attention_stages(v["sentence"], d_model=v["d_model"], num_heads=v["num_heads"],
                                       causal=v["causal"], scaled=v["scaled"], temperature=v["temperature"],
                                       seed=v["seed"])
-            self.image.value = render_png(stages, v["stage"], scaled=v["scaled"])
+            values = getattr(stages, v["stage"])
+            scale = colour_scale(v["stage"], values, scaled=v["scaled"], tokens=stages.tokens)
+            self.image.value = _fast_render.encode_png(_fast_render.render(
+                values.numpy(), stages.tokens, stages.tokens, cmap=scale.cmap, vmin=scale.vmin, vmax=scale.vmax,
+                colorbar_label=scale.label, blocked=_blocked(stages, v["stage"])))
+            for name, control in self.controls.items():  # grey out what cannot change this stage
+                control.disabled = name not in ACTIVE_CONTROLS[v["stage"]]
             line, notes = _describe(v["stage"], v["num_heads"], stages.tokens, v["d_model"], v["causal"],
-                                    v["scaled"], v["temperature"])
+                                    v["scaled"], v["temperature"], values, scale)
             note = "".join(f" <i>({html.escape(n)})</i>" for n in notes)
             self.caption.value = (f'<span class="mha-explorer-caption" data-heads="{v["num_heads"]}" '
                                   f'data-tokens="{len(stages.tokens)}">{html.escape(line)}{note}</span>')

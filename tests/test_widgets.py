@@ -104,9 +104,9 @@ def test_only_divisors_are_offered():
 
 def test_colour_scales():
     s = attention_stages(SEED_002, d_model=64, num_heads=4)
-    assert colour_scale("weights", s.weights) == ("viridis", 0.0, 1.0, "attention weight")
-    cmap, vmin, vmax, _ = colour_scale("masked", s.masked)
-    assert cmap == "RdBu_r" and vmin == -vmax
+    assert colour_scale("weights", s.weights) == ("viridis", 0.0, 1.0, "attention weight", None)
+    cmap, vmin, vmax, _, note = colour_scale("masked", s.masked)
+    assert cmap == "RdBu_r" and vmin == -vmax and note is None  # no outlier row in this sentence
     assert vmax == pytest.approx(float(s.masked[torch.isfinite(s.masked)].abs().max()))
     assert colour_scale("scores", torch.zeros(2, 3, 3)).vmax == 1.0  # an all-zero matrix still gets a scale
 
@@ -197,8 +197,8 @@ def test_explorer_figure_is_the_same_view():
     s = attention_stages(SEED_002, d_model=768, num_heads=12)
     np.testing.assert_array_equal(image.get_array(), s.masked[0].numpy())
     assert image.get_clim() == pytest.approx(colour_scale("masked", s.masked)[1:3])
-    assert tuple(round(v * 255) for v in image.cmap.get_under()[:3]) == _fast_render.MASKED_RGB
-    assert "grey: masked" in fig.get_suptitle()
+    assert tuple(round(v * 255) for v in image.cmap.get_bad()[:3]) == _fast_render.MASKED_RGB
+    assert "grey: masked" in fig._supxlabel.get_text()
 
 
 def test_explorer_figure_draws_cjk_without_warnings(capfd):

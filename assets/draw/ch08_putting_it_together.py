@@ -6,7 +6,8 @@ writes
     assets/ch08_pipeline.png   x [4, 16, 768] -> Q, K, V [4, 16, 768] -> heads [4, 12, 16, 64] -> scores, scaled,
                                masked, weights [4, 12, 16, 16] -> context [4, 12, 16, 64] -> merged [4, 16, 768]
                                -> W_o -> output [4, 16, 768], every box with its shape; under the four score
-                               stages, head 0 of sentence 0 as a small picture (the chapter's own layer)
+                               stages, head 0 of sentence 0 as a small picture (the chapter's own layer),
+                               coloured by the series' rules (mha_lib.plotting); 1200 × 895 px, landscape
 
 Colour = kind of tensor: blue (B, T, D) one row per token, orange (B, H, T, Dh) one row per token and head,
 purple (B, H, T, T) one number per query-key pair and head.
@@ -22,8 +23,9 @@ from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
 import mha_lib
-from mha_lib.fonts import use_cjk_fallback
 from mha_lib.data import SEED002_TOKENS
+from mha_lib.fonts import use_cjk_fallback
+from mha_lib.plotting import MASKED_RGB, colour_scale
 
 ASSETS = Path(__file__).resolve().parents[1]
 DPI = 100
@@ -31,7 +33,6 @@ B, T, D, H = 4, 16, 768, 12
 Dh = D // H
 KIND_COLOURS = {"BTD": ("#dbe8f6", "#4a78a8"), "heads": ("#fde3cc", "#c8742c"), "TT": ("#e8def3", "#7d5aa6")}
 BOX_W, BOX_H = 3.3, 1.45
-WEIGHTS_CAP = 0.4  # colour range of the weights' picture, as in the chapter's heatmaps
 
 
 def head0_stages() -> list[torch.Tensor]:
@@ -75,87 +76,85 @@ def _arrow(ax, start, end, label: str = "", *, ha: str = "left", dx: float = 0.2
         ax.text(*mid, label, ha=ha, va="center", fontsize=size, color="#222222", linespacing=1.25)
 
 
-def _thumbnail(ax, x0: float, y0: float, size: float, values: torch.Tensor, cmap: str, symmetric: bool) -> None:
-    """A T×T matrix as a small picture; -inf entries are drawn grey (blocked).
-
-    Scores get a symmetric range around 0; weights the range 0 … WEIGHTS_CAP, since the first rows (1, then
-    about 1/2, 1/3, …) would otherwise wash out the rest.
-    """
-    finite = values[torch.isfinite(values)]
-    if symmetric:
-        bound = float(finite.abs().max())
-        lo, hi = -bound, bound
-    else:
-        lo, hi = 0.0, WEIGHTS_CAP
-    colours = colormaps[cmap]
+def _thumbnail(ax, x0: float, y0: float, size: float, values: torch.Tensor, quantity: str,
+               blocked: torch.Tensor) -> None:
+    """A T×T matrix as a small picture, coloured by the series' rules (``mha_lib.plotting.colour_scale``):
+    scores in the diverging map centred on 0, weights in the sequential map from 0 (the first row, one key and
+    weight 1, left out of the range: drawn in the top colour), masked entries (``blocked``) light grey."""
+    scale = colour_scale(values[None], quantity)  # (T, T) -> (1, T, T): one head
+    colours = colormaps[scale.cmap]
+    masked = [c / 255 for c in MASKED_RGB]
     cell = size / values.shape[0]
     for r in range(values.shape[0]):
         for c in range(values.shape[1]):
             value = float(values[r, c])
-            face = "#b0b0b0" if value == float("-inf") else colours(min((value - lo) / (hi - lo), 1.0))
+            level = min(max((value - scale.vmin) / (scale.vmax - scale.vmin), 0.0), 1.0)
+            face = masked if blocked[r, c] else colours(level)
             ax.add_patch(Rectangle((x0 + c * cell, y0 + r * cell), cell, cell, facecolor=face, lw=0))
     ax.add_patch(Rectangle((x0, y0), size, size, fill=False, edgecolor="#555555", lw=0.8))
-    ax.text(x0 + size / 2, y0 + size + 0.3, f"{lo:+.1f} … {hi:+.1f}" if symmetric else f"0 … {hi:.1f}+",
-            ha="center", va="top", fontsize=8, color="#444444")
+    above = "+" if scale.extend in ("max", "both") else ""
+    text = f"{scale.vmin:+.1f} … {scale.vmax:+.1f}" if quantity == "scores" else f"0 … {scale.vmax:.2f}{above}"
+    ax.text(x0 + size / 2, y0 + size + 0.25, text, ha="center", va="top", fontsize=8.5, color="#444444")
 
 
 def draw_pipeline() -> None:
-    fig, ax = _canvas(11.0, 13.5, (0, 20), (0, 24.5))
-    lanes = {"Q": 2.4, "K": 6.6, "V": 17.2}
-    stage_x = [2.4, 6.6, 10.8, 15.0]
-    ys = {"x": 1.3, "proj": 4.6, "heads": 8.0, "stages": 11.6, "thumbs": 13.2, "context": 18.0, "merged": 20.7,
-          "out": 23.4}
+    # landscape, 1200 × 895 px: fits a screen; y grows downwards
+    fig, ax = _canvas(12.0, 8.95, (0, 26), (0, 19.4))
+    lanes = {"Q": 2.4, "K": 6.8, "V": 21.5}
+    stage_x = [2.4, 6.8, 11.2, 15.6]
+    ys = {"x": 1.4, "proj": 4.5, "heads": 7.7, "stages": 11.0, "thumbs": 13.4, "merged": 14.3, "out": 17.6}
 
     ax.text(0.2, 0.15, "One attention layer at GPT-2-small size", fontsize=13, fontweight="bold", va="top")
-    _box(ax, 9.8, ys["x"], "x  (embeddings)", "[4, 16, 768]", "BTD", w=3.8)
+    _box(ax, 11.6, ys["x"], "x  (embeddings)", "[4, 16, 768]", "BTD", w=3.8)
 
     # projections and the cut into heads
     for name, cx in lanes.items():
-        _arrow(ax, (9.8, ys["x"] + BOX_H / 2 + 0.08), (cx, ys["proj"] - BOX_H / 2 - 0.08))
+        _arrow(ax, (11.6, ys["x"] + BOX_H / 2 + 0.08), (cx, ys["proj"] - BOX_H / 2 - 0.08))
         _box(ax, cx, ys["proj"], name, "[4, 16, 768]", "BTD")
         ax.text(cx + (0.3 if name != "V" else -0.3), ys["proj"] - 1.15, f"× W_{name.lower()}", fontsize=9.5,
                 ha="left" if name != "V" else "right", va="center")
         _arrow(ax, (cx, ys["proj"] + BOX_H / 2 + 0.08), (cx, ys["heads"] - BOX_H / 2 - 0.08))
         _box(ax, cx, ys["heads"], f"{name} heads", "[4, 12, 16, 64]", "heads")
-    ax.text(0.4, 2.35, "three projections,\n768 × 768 each, + bias", fontsize=9, ha="left", va="center")
-    ax.text(lanes["K"] + 0.25, 6.3, "split_heads:\nview [4, 16, 12, 64]\ntranspose(1, 2)", fontsize=8.5,
+    ax.text(0.3, 2.3, "three projections,\n768 × 768 each, + bias", fontsize=9, ha="left", va="center")
+    ax.text(lanes["K"] + 0.25, 6.1, "split_heads:\nview [4, 16, 12, 64]\ntranspose(1, 2)", fontsize=8.5,
             ha="left", va="center", family="monospace")
 
-    # Q and K meet in the scores; the four stages side by side
+    # Q and K meet in the scores; the four stages side by side, head 0 of sentence 0 under each
     _arrow(ax, (lanes["Q"], ys["heads"] + BOX_H / 2 + 0.08), (stage_x[0], ys["stages"] - BOX_H / 2 - 0.08))
     _arrow(ax, (lanes["K"], ys["heads"] + BOX_H / 2 + 0.08), (stage_x[0] + 0.9, ys["stages"] - BOX_H / 2 - 0.08),
            "Q @ Kᵀ", dx=-0.4, dy=0.15, ha="right")
-    stages = [("scores", "RdBu_r", True), ("scaled", "RdBu_r", True), ("masked", "RdBu_r", True),
-              ("weights", "Purples", False)]
+    stages = [("scores", "scores"), ("scaled", "scores"), ("masked", "scores"), ("weights", "weights")]
     ops = ["÷ √64 = 8", "causal mask\n−inf above\nthe diagonal", "softmax\nover each row"]
-    for i, (name, _, _) in enumerate(stages):
+    for i, (name, _) in enumerate(stages):
         _box(ax, stage_x[i], ys["stages"], name, "[4, 12, 16, 16]", "TT", w=3.5)
     for i, op in enumerate(ops):
         _arrow(ax, (stage_x[i] + 1.8, ys["stages"]), (stage_x[i + 1] - 1.8, ys["stages"]))
-        ax.text((stage_x[i] + stage_x[i + 1]) / 2, ys["stages"] + 1.25, op, fontsize=8.5, ha="center", va="top")
-    for i, ((_, cmap, symmetric), values) in enumerate(zip(stages, head0_stages())):
-        _thumbnail(ax, stage_x[i] - 1.2, ys["thumbs"] + 0.8, 2.4, values, cmap, symmetric)
-    ax.text(0.4, ys["thumbs"] + 4.15, "below each stage: head 0 of the first sentence (LL, M, with, me, ., 郭, …), "
-            "its own colour range; grey = −inf", fontsize=8.5, color="#444444", va="center")
+        ax.text((stage_x[i] + stage_x[i + 1]) / 2, ys["stages"] + 1.0, op, fontsize=8.5, ha="center", va="top")
+    pictures = head0_stages()
+    blocked = torch.isneginf(pictures[2])  # (T, T): what the causal mask removed, grey in the weights too
+    for i, ((_, quantity), values) in enumerate(zip(stages, pictures)):
+        _thumbnail(ax, stage_x[i] - 1.2, ys["thumbs"], 2.4, values, quantity, blocked if i >= 2 else blocked & False)
+    ax.text(0.3, ys["thumbs"] + 3.55, "under each stage: head 0 of the first sentence, in its own colour range\n"
+            "(scores centred on 0; grey = masked; +: the first row, weight 1, is above the range)", fontsize=8.5,
+            color="#444444", va="center", linespacing=1.3)
 
-    # weights @ V, merge, W_o
-    cx = 15.0
-    _arrow(ax, (lanes["V"], ys["heads"] + BOX_H / 2 + 0.08), (lanes["V"], ys["context"] - BOX_H / 2 - 0.08),
+    # weights @ V, merge, W_o: the right-hand column
+    _arrow(ax, (lanes["V"], ys["heads"] + BOX_H / 2 + 0.08), (lanes["V"], ys["stages"] - BOX_H / 2 - 0.08),
            "V", dx=0.2)
-    _arrow(ax, (stage_x[3] + 1.85, ys["stages"] + 0.35), (lanes["V"] - 0.9, ys["context"] - BOX_H / 2 - 0.08),
-           "weights @ V", dx=0.15, dy=-0.6, ha="left")
-    _box(ax, lanes["V"] - 1.1, ys["context"], "context", "[4, 12, 16, 64]", "heads")
-    _arrow(ax, (lanes["V"] - 1.1, ys["context"] + BOX_H / 2 + 0.08), (cx, ys["merged"] - BOX_H / 2 - 0.08),
-           "merge_heads:\ntranspose(1, 2)\nview [4, 16, 768]", ha="right", dx=-0.7, size=8.5)
-    _box(ax, cx, ys["merged"], "merged heads", "[4, 16, 768]", "BTD")
-    _arrow(ax, (cx, ys["merged"] + BOX_H / 2 + 0.08), (cx, ys["out"] - BOX_H / 2 - 0.08),
+    _arrow(ax, (stage_x[3] + 1.85, ys["stages"]), (lanes["V"] - 1.75, ys["stages"]), "weights @ V",
+           ha="center", dx=0.0, dy=-0.45)
+    _box(ax, lanes["V"], ys["stages"], "context", "[4, 12, 16, 64]", "heads")
+    _arrow(ax, (lanes["V"], ys["stages"] + BOX_H / 2 + 0.08), (lanes["V"], ys["merged"] - BOX_H / 2 - 0.08),
+           "merge_heads:\ntranspose(1, 2)\nview [4, 16, 768]", ha="right", dx=-0.3, size=8.5)
+    _box(ax, lanes["V"], ys["merged"], "merged heads", "[4, 16, 768]", "BTD")
+    _arrow(ax, (lanes["V"], ys["merged"] + BOX_H / 2 + 0.08), (lanes["V"], ys["out"] - BOX_H / 2 - 0.08),
            "× W_o (out_proj)", ha="right", dx=-0.3)
-    _box(ax, cx, ys["out"], "output", "[4, 16, 768]", "BTD")
+    _box(ax, lanes["V"], ys["out"], "output", "[4, 16, 768]", "BTD")
 
-    legend = ("B = 4 sentences    T = 16 tokens\nD = 768 model width\nH = 12 heads    Dh = 768 / 12 = 64\n\n"
+    legend = ("B = 4 sentences   T = 16 tokens   D = 768   H = 12 heads   Dh = 768 / 12 = 64\n"
               "blue    [B, T, D]       a row per token\norange  [B, H, T, Dh]   a row per token, per head\n"
               "purple  [B, H, T, T]    a number per query–key pair")
-    ax.text(0.4, 20.7, legend, fontsize=9, family="monospace", va="center", linespacing=1.35)
+    ax.text(0.3, 18.45, legend, fontsize=9, family="monospace", va="center", linespacing=1.35)
     fig.savefig(ASSETS / "ch08_pipeline.png", dpi=DPI, metadata={"Software": None})
     print("assets/ch08_pipeline.png: written")
 
