@@ -119,8 +119,9 @@ def heading_level(cell) -> int:
 
 
 def heading_warnings(nb) -> list[str]:
-    """Headings (``#`` to ``###``) that are not the first line of their cell: the slide, and the guide's section,
-    start at the cell, so the text above the heading lands in the wrong place."""
+    """Cells with text above their first heading (``#`` to ``###``): the slide, and the guide's section, start at
+    the cell, so that text lands in the wrong place. (Further headings in a cell that starts with one, such as
+    "### What to remember" under "## Summary", are fine: ``export`` cuts them into sub-slides.)"""
     _check_notebook(nb)
     warnings = []
     for index, cell in enumerate(nb["cells"]):
@@ -128,9 +129,10 @@ def heading_warnings(nb) -> list[str]:
             continue
         lines = _source(cell).splitlines()
         first = next((n for n, line in enumerate(lines) if line.strip()), 0)
-        for number, level, title in headings(_source(cell)):
-            if level <= 3 and number != first:
-                warnings.append(f"cell {index}: heading {'#' * level} {title!r} is not at the top of its cell")
+        found = [(number, level, title) for number, level, title in headings(_source(cell)) if level <= 3]
+        if found and found[0][0] != first:
+            _, level, title = found[0]
+            warnings.append(f"cell {index}: heading {'#' * level} {title!r} is not at the top of its cell")
     return warnings
 
 
@@ -398,18 +400,23 @@ IMAGE_LINK = re.compile(r"(!\[[^\]]*\]\(|<img\s[^>]*?src=[\"'])([^)\"'\s]+)")
 TIME_SUFFIX = re.compile(r"^(#{1,6} .+?) · ~\d+ min$", re.MULTILINE)
 
 
-def _rebase_images(text: str, folder: Path, base: Path) -> str:
-    """Relative image links of a markdown cell in ``folder``, made relative to ``base`` (nbconvert embeds only
-    images below the path it is given, and the chapters' figures are in ../assets)."""
-    def rebase(match):
+def _embed_images(text: str, folder: Path) -> str:
+    """Relative image links of a markdown cell in ``folder`` (``../assets/x.png``), as data URIs: the deck travels
+    without the repository. (nbconvert's own ``embed_images`` re-serialises every HTML block, which closes a
+    ``<details>`` block before its answer, so the answers of the predict cells would show on the slide.)"""
+    import base64
+    import mimetypes
+
+    def embed(match):
         link = match.group(2)
         if re.match(r"^[a-z]+:", link) or link.startswith("/"):
             return match.group(0)
         target = (folder / link).resolve()
-        if not target.is_relative_to(base):
+        kind = mimetypes.guess_type(target.name)[0]
+        if not target.is_file() or not kind or not kind.startswith("image/"):
             return match.group(0)
-        return match.group(1) + target.relative_to(base).as_posix()
-    return IMAGE_LINK.sub(rebase, text)
+        return match.group(1) + f"data:{kind};base64," + base64.b64encode(target.read_bytes()).decode("ascii")
+    return IMAGE_LINK.sub(embed, text)
 
 
 def export(paths, out: Path = DEFAULT_OUT, *, no_input: bool = False, theme: str = "white") -> list[Path]:
@@ -437,7 +444,6 @@ def export(paths, out: Path = DEFAULT_OUT, *, no_input: bool = False, theme: str
         reveal_height=str(DECK_HEIGHT),
         reveal_scroll=True,
         mathjax_url=f"mathjax/MathJax.js?config={MATHJAX_CONFIG}",
-        embed_images=True,  # markdown images (../assets/*.png) travel inside the deck
         exclude_input=no_input,
         exclude_input_prompt=True,
         exclude_output_prompt=True,
@@ -446,11 +452,10 @@ def export(paths, out: Path = DEFAULT_OUT, *, no_input: bool = False, theme: str
     for path in paths:
         nb = deck_notebook(nbformat.read(path, as_version=4))
         folder = path.resolve().parent
-        base = folder.parent  # the repository for notebooks/, so that ../assets/ images are embedded
         for cell in nb["cells"]:
-            if cell.get("cell_type") == "markdown":
-                cell["source"] = TIME_SUFFIX.sub(r"\1", _rebase_images(_source(cell), folder, base))
-        body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": path.stem, "path": str(base)}})
+            if cell.get("cell_type") == "markdown":  # no "· ~N min" on the students' screen
+                cell["source"] = TIME_SUFFIX.sub(r"\1", _embed_images(_source(cell), folder))
+        body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": path.stem, "path": str(folder)}})
         deck = out / f"{path.stem}.slides.html"
         deck.write_text(body, encoding="utf-8")
         decks.append(deck)
