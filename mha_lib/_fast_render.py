@@ -243,9 +243,10 @@ def layout(
     cell = min(cell_size(T), cell_size(S))
     rows, cols = grid_shape(heads)
     title_h = text_mask("head 0", TITLE_PX).shape[0] + 3
-    # the height left for the matrices once titles, gaps and (at most) 64 px of key labels are counted
+    # the height left for the matrices once titles, gaps and (at most) 64 px of key labels are counted;
+    # 16 heads of 64 tokens need entries of 2 px (labels every 6th token) to fit
     room = MAX_HEIGHT_PX - 2 * MARGIN - 64 - rows * (title_h + GAP)
-    cell = max(3, min(cell, room // (rows * T)))
+    cell = max(2, min(cell, room // (rows * T)))
     step = _every(cell)
     ymasks = [text_mask(label) for label in query_labels]
     # key labels read upwards when one of them is wider than its column; single characters stay upright

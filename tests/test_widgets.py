@@ -21,7 +21,8 @@ import pytest
 import torch
 
 import mha_lib
-from mha_lib import _fast_render
+import mha_lib.plotting
+from mha_lib import _fast_render, widgets
 from mha_lib.widgets import (
     BUILTIN_SENTENCES,
     MAX_HEADS,
@@ -104,7 +105,15 @@ def test_only_divisors_are_offered():
 
 def test_colour_scales():
     s = attention_stages(SEED_002, d_model=64, num_heads=4)
-    assert colour_scale("weights", s.weights) == ("viridis", 0.0, 1.0, "attention weight", None)
+    # weights: 0 up to the largest weight outside row 0 (one key, weight 1), rounded up to a tenth
+    rest = float(s.weights[:, 1:].max())
+    scale = colour_scale("weights", s.weights, tokens=s.tokens)
+    assert scale[:4] == ("viridis", 0.0, pytest.approx(math.ceil(rest * 10) / 10), "attention weight")
+    assert scale.vmax < 1.0 and 'row "LLM" left out of the colour range' in scale.note
+    flat = attention_stages(SEED_002, d_model=64, num_heads=4, causal=False, temperature=10.0)
+    top = float(flat.weights.max())  # no causal mask: no row with a single key, nothing left out
+    assert colour_scale("weights", flat.weights) == ("viridis", 0.0, math.ceil(top * 10) / 10, "attention weight",
+                                                     None)
     cmap, vmin, vmax, _, note = colour_scale("masked", s.masked)
     assert cmap == "RdBu_r" and vmin == -vmax and note is None  # no outlier row in this sentence
     assert vmax == pytest.approx(float(s.masked[torch.isfinite(s.masked)].abs().max()))
@@ -209,6 +218,74 @@ def test_explorer_figure_draws_cjk_without_warnings(capfd):
     assert capfd.readouterr().err == ""
 
 
+def _cell_centre(picture_rgb, lay, h, t, s):
+    top, left = lay.origins[h]
+    c = lay.cell
+    return tuple(picture_rgb[top + t * c + c // 2, left + s * c + c // 2 + 1])
+
+
+def test_nan_weights_are_cross_hatched_never_drawn_as_zeros():
+    """A softmax that overflowed gives NaN: the picture must not show it as the colour of 0 (issue 12)."""
+    values = np.full((2, 3, 3), 0.2, dtype=np.float32)
+    values[1, 2, :] = np.nan  # one row of head 1
+    tokens = ["a", "b", "c"]
+    picture = _fast_render.render(values, tokens, tokens, cmap="viridis", vmin=0.0, vmax=1.0,
+                                  colorbar_label="attention weight")
+    lay = _fast_render.layout(2, tuple(tokens), tuple(tokens), "attention weight", (_fast_render.NAN_LEGEND,))
+    assert picture.pixels.shape == lay.size  # the NaN legend is drawn under the colour bar
+    rgb = picture.rgb()
+    top, left = lay.origins[1]
+    c = lay.cell
+    row = rgb[top + 2 * c:top + 3 * c, left:left + 3 * c].reshape(-1, 3)
+    colours = {tuple(p) for p in row}
+    assert colours == {_fast_render.NAN_BACK_RGB, mha_lib.plotting.NAN_RGB}  # pale red, red hatching
+    zero = tuple((matplotlib.colormaps["viridis"](0.0)[:3] * np.array(255)).round().astype(int))
+    assert zero not in colours
+    assert _cell_centre(rgb, lay, 1, 1, 1) == _cell_centre(rgb, lay, 0, 2, 2)  # the other cells: their value
+
+
+def test_the_caption_counts_nan_weights():
+    s = attention_stages(JOURNEY, d_model=16, num_heads=2)
+    weights = s.weights.clone()
+    weights[0, 3] = float("nan")  # 6 NaN
+    _, notes = widgets._describe("weights", 2, s.tokens, 16, True, True, 1.0, weights)
+    assert "6 weights are NaN (the softmax overflowed): cross-hatched in red, not zeros" in notes
+    png = png_pixels(render_png(s._replace(weights=weights), "weights"))
+    assert (png == mha_lib.plotting.NAN_RGB).all(-1).any()
+
+
+def test_blocked_weights_are_grey_like_masked_scores():
+    s = attention_stages(JOURNEY, d_model=16, num_heads=2, causal=True)
+    lay_args = (2, s.tokens, s.tokens)
+    for stage, label, legend in [("weights", "attention weight", _fast_render.MASKED_WEIGHT_LEGEND),
+                                 ("masked", "score after the mask", _fast_render.MASKED_LEGEND)]:
+        rgb = png_pixels(render_png(s, stage))
+        lay = _fast_render.layout(*lay_args, label, (legend,))
+        assert rgb.shape[:2] == lay.size
+        above = {_cell_centre(rgb, lay, h, 0, 5) for h in range(2)} | {_cell_centre(rgb, lay, 1, 2, 3)}
+        assert above <= {_fast_render.MASKED_RGB, _fast_render.MASKED_STRIPE_RGB}, stage
+        assert _cell_centre(rgb, lay, 0, 5, 0) not in {_fast_render.MASKED_RGB, _fast_render.MASKED_STRIPE_RGB}
+    rgb = png_pixels(render_png(attention_stages(JOURNEY, d_model=16, num_heads=2, causal=False), "weights"))
+    assert not (rgb == _fast_render.MASKED_RGB).all(-1).any()  # no mask, no grey
+
+
+def test_one_outlier_row_of_scores_is_left_out_and_said():
+    values = torch.tensor([[[0.5, -1.0, 0.2], [20.0, -3.0, 1.0], [-0.8, 0.9, 0.1]]])  # row "b" is an outlier
+    scale = colour_scale("scores", values, tokens=["a", "b", "c"])
+    assert (scale.vmin, scale.vmax) == (-1.0, 1.0)  # ± the largest |value| of the other rows
+    assert scale.note.startswith('row "b" left out of the colour range: |value| up to 20')
+    _, notes = widgets._describe("scores", 1, ["a", "b", "c"], 16, True, True, 1.0, values, scale)
+    assert scale.note in notes
+
+
+def test_the_largest_picture_fits_a_screen():
+    tokens = tuple(f"t{i}" for i in range(64))
+    lay = _fast_render.layout(MAX_HEADS, tokens, tokens, "attention weight", (_fast_render.MASKED_LEGEND,))
+    assert lay.size[0] <= _fast_render.MAX_HEIGHT_PX and lay.size[1] <= 1200
+    lay16 = _fast_render.layout(16, tokens[:16], tokens[:16], "attention weight")
+    assert lay16.size[0] <= _fast_render.MAX_HEIGHT_PX and lay16.cell >= 10  # 16 heads × 16 tokens: still 10 px
+
+
 # --- the widget -----------------------------------------------------------------------------------------------
 
 
@@ -236,6 +313,21 @@ def test_explorer_controls_and_redraws():
     assert "14 tokens" in explorer.caption.value
     c["stage"].value, c["scaled"].value = "scaled", False
     assert "scaling is off" in explorer.caption.value
+
+
+@pytest.mark.parametrize("stage,greyed", [("scores", {"scaled", "causal", "temperature"}),
+                                          ("scaled", {"causal", "temperature"}), ("masked", {"temperature"}),
+                                          ("weights", set())])
+def test_controls_that_cannot_change_the_stage_are_greyed_out(stage, greyed):
+    explorer = attention_explorer(d_model=16, num_heads=2, stage="weights")
+    explorer.controls["stage"].value = stage
+    assert {name for name, control in explorer.controls.items() if control.disabled} == greyed
+    if greyed:
+        assert "greyed out" in explorer.caption.value or "pick the weights" in explorer.caption.value
+    before = bytes(explorer.image.value)
+    for name in greyed & {"causal", "scaled"}:  # and they really change nothing at this stage
+        explorer.controls[name].value = not explorer.controls[name].value
+        assert bytes(explorer.image.value) == before
 
 
 def test_explorer_takes_a_list_or_a_dict_of_sentences():
