@@ -199,6 +199,8 @@ def test_export_of_the_sample_gives_its_slides_and_loads_nothing_from_the_networ
     # title, section 1, section 2, summary; screens: + the discussion, "A sub-part", "What to remember"
     assert _sections(html) == (4, 7)
     assert "interactive(children" not in html and "An interactive explorer: run this cell" in html
+    # the predict cell's answer stays inside its folded <details> block (one click away, as in the notebook)
+    assert re.search(r"<summary>Answer</summary>(?:(?!</details>).)*This\.", html, re.DOTALL)
     assert "NotImplementedError" in html and "check_f(f)" not in html and "untagged" not in html
     external = re.findall(r"""<(?:script|link)[^>]+(?:src|href)=["']((?:https?:)?//[^"']+)""", html)
     assert external == []
