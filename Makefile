@@ -10,14 +10,19 @@ STAMP  := $(VENV)/.installed
 WIDGETS7       ?= .venv-ipywidgets7
 WIDGETS7_PINS  := ipywidgets==7.7.1 ipython_genutils==0.2.0
 WIDGETS7_STAMP := $(WIDGETS7)/.installed
+# JupyterLab saves widget cells with a static picture (mha_lib/static_widgets.py: a pre-save hook, and
+# ipywidgets' saveState setting), so a notebook that was run, saved and reopened shows no widget error
+JUPYTER_CONFIG := $(VENV)/etc/jupyter/jupyter_server_config.d/mha_lib.json
 
 .PHONY: lab test notebooks benchmarks slides install clean
 
-lab: $(STAMP)
+lab: $(STAMP) $(JUPYTER_CONFIG)
 	$(BIN)/jupyter lab notebooks/00_start_here.ipynb
 
-test: $(STAMP) $(WIDGETS7_STAMP)
-	$(BIN)/python -m pytest
+# one pytest-xdist worker per core; each test file (each notebook) runs whole on one worker (tests/conftest.py)
+PYTEST_WORKERS ?= auto
+test: $(STAMP) $(WIDGETS7_STAMP) $(JUPYTER_CONFIG)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
 # Re-execute every notebook in place (deterministic outputs) and redraw the README figure.
 notebooks: $(STAMP)
@@ -32,7 +37,7 @@ benchmarks: $(STAMP)
 slides: $(STAMP)
 	$(BIN)/python tests/slides.py --out build/slides
 
-install: $(STAMP) $(WIDGETS7_STAMP)
+install: $(STAMP) $(WIDGETS7_STAMP) $(JUPYTER_CONFIG)
 
 $(STAMP): requirements.txt requirements-nodeps.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +47,9 @@ $(STAMP): requirements.txt requirements-nodeps.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (mha_lib)"
 	touch $(STAMP)
+
+$(JUPYTER_CONFIG): mha_lib/static_widgets.py | $(STAMP)
+	$(BIN)/python -m mha_lib.static_widgets --install-jupyter-config
 
 $(WIDGETS7_STAMP): Makefile | $(STAMP)
 	rm -rf $(WIDGETS7)
