@@ -13,6 +13,7 @@ import torch
 from matplotlib.figure import Figure
 
 import mha_lib
+from mha_lib import plotting
 from mha_lib.printing import format_value, rounded
 
 LABELS = ["Your", "journey", "starts"]
@@ -89,6 +90,145 @@ def test_figure_renders_to_png_without_warnings():
         warnings.simplefilter("error")
         fig.savefig(buffer, format="png")
     assert buffer.getvalue().startswith(b"\x89PNG")
+
+
+def _rgb(fig) -> "np.ndarray":
+    import numpy as np
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    return np.asarray(canvas.buffer_rgba())[..., :3]
+
+
+def _cell_pixel(fig, ax, t, s):
+    """The RGB colour drawn at the centre of entry (t, s) of a heatmap panel."""
+    rgb = _rgb(fig)
+    x, y = ax.transData.transform((s, t))
+    return tuple(int(v) for v in rgb[rgb.shape[0] - int(round(y)), int(round(x))])
+
+
+def _causal_weights(heads=2, tokens=4):
+    scores = torch.randn(heads, tokens, tokens)
+    return mha_lib.masked_softmax(scores, mha_lib.causal_mask(tokens))
+
+
+def test_weights_use_the_sequential_map_from_zero_and_scores_a_diverging_one_centred_on_zero():
+    torch.manual_seed(0)
+    weights = _weights(2, 3, 3)
+    image = _image_axes(mha_lib.plot_heads(weights, LABELS))[0].images[0]
+    assert image.cmap.name.startswith("viridis") and image.get_clim() == (0.0, pytest.approx(weights.max().item()))
+    scores = torch.tensor([[[2.0, -0.5, 1.0], [0.3, -1.5, 0.2], [1.1, 0.4, -0.9]]])
+    fig = mha_lib.plot_heads(scores, LABELS)  # negative values: scores, automatically
+    image = _image_axes(fig)[0].images[0]
+    assert image.cmap.name.startswith("RdBu_r") and image.get_clim() == (-2.0, 2.0)
+    assert fig.axes[-1].get_ylabel() == "score"
+    assert mha_lib.plot_heads(scores, vmax=3.0).axes[0].images[0].get_clim() == (-3.0, 3.0)  # mirrored
+    positive = mha_lib.plot_heads(scores.abs(), quantity="scores").axes[0].images[0]
+    assert positive.get_clim() == (-2.0, 2.0)  # all-positive scores still centred on 0 when asked
+
+
+def test_masked_entries_are_grey():
+    weights = _causal_weights()
+    fig = mha_lib.plot_heads(weights, ["a", "b", "c", "d"])  # mask="auto": the zero upper triangle is causal
+    ax = _image_axes(fig)[0]
+    assert _cell_pixel(fig, ax, 0, 3) == plotting.MASKED_RGB
+    assert _cell_pixel(fig, ax, 3, 0) != plotting.MASKED_RGB
+    assert "grey: masked" in fig._supxlabel.get_text()
+    plain = mha_lib.plot_heads(weights, mask=None)  # no mask inferred: the zeros take the map's colour
+    assert _cell_pixel(plain, _image_axes(plain)[0], 0, 3) != plotting.MASKED_RGB
+    scores = torch.randn(1, 4, 4).masked_fill(~mha_lib.causal_mask(4), float("-inf"))
+    fig = mha_lib.plot_heads(scores)
+    assert _cell_pixel(fig, _image_axes(fig)[0], 1, 2) == plotting.MASKED_RGB  # −inf
+    keep = torch.tensor([True, True, False, True])  # an explicit key padding mask, broadcast over rows
+    fig = mha_lib.plot_heads(_weights(1, 4, 4), mask=keep)
+    assert _cell_pixel(fig, _image_axes(fig)[0], 3, 2) == plotting.MASKED_RGB
+
+
+def test_a_row_with_a_single_key_is_left_out_of_the_range_and_the_figure_says_so():
+    torch.manual_seed(1)
+    weights = _causal_weights(heads=4, tokens=6)  # row 0 is 1 in every head
+    fig = mha_lib.plot_heads(weights, mha_lib.JOURNEY_TOKENS)
+    rest = weights[:, 1:].max().item()
+    image = _image_axes(fig)[-1].images[0]  # the image the colour bar was made from
+    assert image.get_clim() == (0.0, pytest.approx(rest))
+    assert 'row "Your" left out of the colour range' in fig._supxlabel.get_text()
+    assert image.colorbar.extend == "max"  # the colour bar's arrow: values above the range
+    fig = mha_lib.plot_heads(weights, robust=False)
+    image = _image_axes(fig)[-1].images[0]
+    assert image.get_clim() == (0.0, 1.0) and image.colorbar.extend == "neither"
+    fig = mha_lib.plot_heads(weights, vmax=1.0)  # fixed limits are kept as given
+    assert _image_axes(fig)[0].images[0].get_clim() == (0.0, 1.0)
+
+
+def test_nan_is_refused_or_drawn_hatched():
+    weights = _weights(1, 3, 3)
+    weights[0, 1] = float("nan")
+    with pytest.raises(ValueError, match="nan='show'"):
+        mha_lib.plot_heads(weights)
+    fig = mha_lib.plot_heads(weights, LABELS, nan="show")
+    ax = _image_axes(fig)[0]
+    assert "red hatching: NaN (3 entries)" in fig._supxlabel.get_text()
+    assert len(ax.collections) == 1 and ax.collections[0].get_hatch() == "xxx"
+    assert _cell_pixel(fig, ax, 1, 1) != _cell_pixel(fig, ax, 0, 0)
+
+
+@pytest.mark.parametrize(
+    "kwargs,error,message",
+    [
+        (dict(weights=[[0.5, 0.5]]), TypeError, "weights must be a torch.Tensor, got list"),
+        (dict(query_labels="abc"), TypeError, "query_labels must be a list of str (one per token), got the str 'abc'"),
+        (dict(key_labels="abc"), TypeError, "key_labels must be a list of str (one per token), got the str"),
+        (dict(query_labels=["a", "b"]), ValueError, "query_labels must have 3 entries (one per token), got 2"),
+        (dict(head_titles="head"), TypeError, "head_titles must be a list of str (one per head), got str 'head'"),
+        (dict(head_titles=["a"]), ValueError, "head_titles must have 2 entries (one per head), got 1"),
+        (dict(batch_index=0.0, weights=torch.rand(2, 2, 3, 3)), TypeError, "batch_index must be an int, got float"),
+        (dict(batch_index=True, weights=torch.rand(2, 2, 3, 3)), TypeError, "batch_index must be an int, got bool"),
+        (dict(ncols=2.0), TypeError, "ncols must be a positive int, got float 2.0"),
+        (dict(ncols=0), ValueError, "ncols must be a positive int (>= 1), got 0"),
+        (dict(panel_size="big"), TypeError, "panel_size must be a number of inches, got str 'big'"),
+        (dict(panel_size=0.1), ValueError, "panel_size must be between 0.5 and 10 inches, got 0.1"),
+        (dict(vmin="0"), TypeError, "vmin must be a number or None, got str '0'"),
+        (dict(vmax=float("nan")), ValueError, "vmax must be finite, got nan"),
+        (dict(vmin=1.0, vmax=0.5), ValueError, "vmin must be smaller than vmax, got vmin=1.0 and vmax=0.5"),
+        (dict(quantity="probabilities"), ValueError, "quantity must be one of ['auto', 'weights', 'scores']"),
+        (dict(mask=torch.ones(3, 3)), TypeError, "mask must be a torch.bool keep mask (True = attend), got dtype"),
+        (dict(mask=torch.ones(4, 4, dtype=torch.bool)), ValueError, "mask of shape (4, 4) does not broadcast"),
+        (dict(mask="causal"), ValueError, "mask must be a torch.bool keep mask, 'auto' or None, got 'causal'"),
+        (dict(nan="zero"), ValueError, "nan must be 'raise' or 'show', got 'zero'"),
+        (dict(cmap="no-such-map"), ValueError, "cmap must be a matplotlib colour map name, got 'no-such-map'"),
+        (dict(title=3), TypeError, "title must be a str or None, got int 3"),
+        (dict(weights=torch.rand(2, 3, 3) > 0.5), TypeError, "weights must be a real-valued tensor, got dtype"),
+        (dict(weights=torch.rand(0, 3, 3)), ValueError, "weights must not be empty"),
+        (dict(weights=torch.rand(3)), ValueError, "weights must be (T, S), (H, T, S) or (B, H, T, S), got 1-D"),
+        (dict(robust=1), TypeError, "robust must be True or False, got int 1"),
+    ],
+)
+def test_bad_arguments_name_themselves(kwargs, error, message):
+    arguments = {"weights": _weights(2, 3, 3), **kwargs}
+    with pytest.raises(error) as info:
+        mha_lib.plot_heads(**arguments)
+    assert message in str(info.value)
+
+
+def test_plot_stages_gives_each_stage_its_own_scale():
+    from mha_lib.widgets import attention_stages
+
+    s = attention_stages("Your journey starts with one step", d_model=16, num_heads=4)
+    fig = plotting.plot_stages({"raw scores": s.scores, "masked": s.masked, "weights": s.weights}, s.tokens,
+                               heads=[0, 2])
+    rows = [[ax for ax in fig.axes if ax.images and ax.get_title().startswith(name)]
+            for name in ("raw scores", "masked", "weights")]
+    assert [len(r) for r in rows] == [2, 2, 2]
+    bound = s.scores[[0, 2]].abs().max().item()
+    assert rows[0][0].images[0].get_clim() == (pytest.approx(-bound), pytest.approx(bound))
+    assert rows[2][0].images[0].cmap.name.startswith("viridis")
+    assert _cell_pixel(fig, rows[1][0], 0, 5) == plotting.MASKED_RGB
+    assert _cell_pixel(fig, rows[2][1], 0, 5) == plotting.MASKED_RGB  # the blocked weights too
+    with pytest.raises(ValueError, match=r"heads must be a non-empty list of head indices in \[0, 3\], got \[4\]"):
+        plotting.plot_stages({"w": s.weights}, s.tokens, heads=[4])
+    with pytest.raises(TypeError, match="tokens must be a list of str"):
+        plotting.plot_stages({"w": s.weights}, "Your journey")
 
 
 # --- show and format_value ------------------------------------------------------------------------------------
