@@ -231,6 +231,7 @@ class Chapter:
     discussions: list[Prompt] = field(default_factory=list)
     exercises: list[Exercise] = field(default_factory=list)
     modules: list[str] = field(default_factory=list)
+    error: str = ""  # the notebook could not be read (a half-written file during someone's refresh)
 
     @property
     def number(self) -> str:
@@ -265,8 +266,12 @@ def read_chapter(path: Path) -> Chapter:
     """Everything the guide says about one notebook; missing markers leave fields empty (see ``problems``)."""
     import nbformat
 
-    nb = nbformat.read(path, as_version=4)
     chapter = Chapter(path)
+    try:
+        nb = nbformat.read(path, as_version=4)
+    except Exception as error:  # noqa: BLE001 - report it in the guide and the refresh log, never crash a refresh
+        chapter.error = f"{type(error).__name__}: {error}"
+        return chapter
     cells = nb.cells
     section = ""
     current: Exercise | None = None
@@ -319,6 +324,8 @@ def read_chapter(path: Path) -> Chapter:
 
 def problems(chapter: Chapter) -> list[str]:
     """What the chapter lacks of the conventions' markers (empty when it has them all)."""
+    if chapter.error:
+        return [f"the notebook could not be read ({chapter.error})"]
     found = []
     if not chapter.title:
         found.append("no `# ` title heading")

@@ -185,6 +185,14 @@ def test_a_chapter_without_markers_is_reported_not_fatal(tmp_path):
     assert "class time: **not stated**" in text and "> **Not yet marked up:** no `**Class time:**" in text
 
 
+def test_an_unreadable_notebook_is_reported_not_fatal(tmp_path):
+    path = tmp_path / "97_broken.ipynb"
+    path.write_text('{"cells": [', encoding="utf-8")  # a file caught half-written
+    (problem,) = tg.problems(tg.read_chapter(path))
+    assert problem.startswith("the notebook could not be read (")
+    assert "> **Not yet marked up:** the notebook could not be read" in tg.guide_markdown([path])
+
+
 # --------------------------------------------------------------------------------------------------- the series
 
 
