@@ -145,7 +145,7 @@ def check_padded_causal_mask(student_fn: Callable[[Tensor, int], Tensor]) -> Fee
         if isinstance(answer, Feedback):
             return answer
         refused = refuse(name, answer, torch.ones(1, dtype=torch.bool))  # tuple, sparse, complex, not a tensor
-        if refused:
+        if refused is not None:  # a Feedback is falsy when failed: test for None
             return refused
         if answer.dtype != torch.bool:
             return failed(name, NOT_BOOL.format(dtype=answer.dtype))

@@ -135,7 +135,7 @@ def check_attention_forward(student_fn) -> Feedback:
     if isinstance(answer, tuple):
         return failed(EXERCISE, TUPLE)
     refused = refuse(EXERCISE, answer, expected)  # not a tensor, complex, sparse, integer
-    if refused:
+    if refused is not None:  # a Feedback is falsy when failed: test for None
         return refused
     if answer.shape == expected.shape and torch.isnan(answer.detach()).any():
         if _close(answer, mistakes[NO_SOFTMAX], 1e-5, 1e-4):  # NaN where the -inf scores met V

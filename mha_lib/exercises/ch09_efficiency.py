@@ -139,7 +139,7 @@ def check_lean_attention(student_fn: Callable[[Tensor, Tensor, Tensor], tuple[Te
         context, weights = answer
         for part, expected in ((weights, expected_weights), (context, expected_context)):
             refused = refuse(name, part, expected)  # not a tensor, complex, sparse, integer
-            if refused:
+            if refused is not None:  # a Feedback is falsy when failed: test for None
                 return refused
         row0_nan = weights.shape == expected_weights.shape and bool(torch.isnan(weights[..., 0, :]).all())
         if row0_nan:  # compare() would stop at "contains NaN"; this NaN has a known cause

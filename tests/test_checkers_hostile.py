@@ -1,0 +1,418 @@
+"""Every exercise checker against hostile or unlucky student functions: it must never crash, never say "correct"
+to a wrong answer, never blame a correct one, and never report a finished function as "not attempted".
+
+The checkers all go through ``mha_lib.exercises.attempt`` and ``compare``; these tests hold each chapter's checker
+to that, one hostile function at a time, so that a checker that bypasses them is caught.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import mha_lib
+from mha_lib import CausalAttention, causal_mask, explicit_attention, masked_softmax, merge_heads, split_heads
+from mha_lib.exercises import Feedback, attempt, compare
+from mha_lib.exercises import ch01_single_head as ch01
+from mha_lib.exercises import ch02_stacking_heads as ch02
+from mha_lib.exercises import ch03_weight_splitting as ch03
+from mha_lib.exercises import ch04_scaling as ch04
+from mha_lib.exercises import ch05_causal_masking as ch05
+from mha_lib.exercises import ch06_softmax as ch06
+from mha_lib.exercises import ch07_output_projection as ch07
+from mha_lib.exercises import ch08_putting_it_together as ch08
+from mha_lib.exercises import ch09_efficiency as ch09
+
+
+# --- one correct solution per checker, written as a student would -------------------------------------------
+
+
+def single_head(x, w_q, w_k, w_v):
+    q, k, v = x @ w_q, x @ w_k, x @ w_v  # (T, Dh) each
+    return torch.softmax(q @ k.T / math.sqrt(q.shape[-1]), dim=-1) @ v
+
+
+def scaled_head_scores(x, w_q, w_k, num_heads):
+    q, k = split_heads(x @ w_q, num_heads), split_heads(x @ w_k, num_heads)  # (B, H, T, Dh)
+    return q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+
+
+def lean(q, k, v):
+    return explicit_attention(q, k, v, is_causal=True)
+
+
+class Wrapper(nn.Module):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__()
+        self.heads = nn.ModuleList(
+            [CausalAttention(d_in, d_out, context_length, dropout, qkv_bias) for _ in range(num_heads)])
+
+    def forward(self, x):
+        return torch.cat([head(x) for head in self.heads], dim=-1)
+
+
+def wrapper_returning(transform):
+    """The correct wrapper class, whose forward's output goes through ``transform`` (complex, sparse, ...)."""
+
+    class Hostile(Wrapper):
+        def forward(self, x):
+            return transform(super().forward(x))
+
+    return Hostile
+
+
+# checker, correct solution, what it returns: "tensor", "mask" (bool), "pair" (context, weights), "count", "class"
+CHECKERS = {
+    "ch01.attention_weights": (ch01.check_attention_weights,
+                               lambda q, k: torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, -1), "tensor"),
+    "ch01.single_head": (ch01.check_single_head, single_head, "tensor"),
+    "ch02.wrapper": (ch02.check_wrapper, Wrapper, "class"),
+    "ch03.split_heads": (ch03.check_split_heads, lambda x, h: split_heads(x, h), "tensor"),
+    "ch03.merge_heads": (ch03.check_merge_heads, lambda heads: merge_heads(heads), "tensor"),
+    "ch03.stack_head_weights": (ch03.check_stack_head_weights, lambda ws: torch.cat(ws, dim=0), "tensor"),
+    "ch04.softmax_jacobian": (ch04.check_softmax_jacobian, lambda p: torch.diag(p) - torch.outer(p, p), "tensor"),
+    "ch04.scaled_head_scores": (ch04.check_scaled_head_scores, scaled_head_scores, "tensor"),
+    "ch05.causal_weights": (ch05.check_causal_weights,
+                            lambda s: masked_softmax(s, causal_mask(s.shape[-1])), "tensor"),
+    "ch05.padded_causal_mask": (ch05.check_padded_causal_mask,
+                                lambda kpm, T: causal_mask(T) & ~kpm[:, None, None, :], "mask"),
+    "ch06.stable_softmax": (ch06.check_stable_softmax, lambda x: torch.softmax(x, dim=-1), "tensor"),
+    "ch06.softmax_temperature": (ch06.check_softmax_temperature, lambda x, t: torch.softmax(x / t, -1), "tensor"),
+    "ch06.weight_dropout": (ch06.check_weight_dropout, lambda w, keep, p: w * keep / (1 - p), "tensor"),
+    "ch07.output_projection": (ch07.check_output_projection,
+                               lambda c, w, b: merge_heads(c) @ w.T + b, "tensor"),
+    "ch07.parameter_count": (ch07.check_parameter_count, lambda d, h, bias: 4 * d * d + 4 * d * bias, "count"),
+    "ch08.attention_forward": (ch08.check_attention_forward, lambda layer, x: ch08.forward_variant(layer, x),
+                               "tensor"),
+    "ch09.lean_attention": (ch09.check_lean_attention, lean, "pair"),
+}
+ALL = list(CHECKERS)
+RETURNING_TENSORS = [name for name, (_, _, kind) in CHECKERS.items() if kind in ("tensor", "pair", "class")]
+
+
+def hostile(name: str, transform):
+    """The correct solution of checker ``name`` with its result passed through ``transform``."""
+    _, solution, kind = CHECKERS[name]
+    if kind == "class":
+        return wrapper_returning(transform)
+    if kind == "pair":
+        return lambda *args: tuple(transform(t) for t in solution(*args))
+    return lambda *args: transform(solution(*args))
+
+
+def verdict_of(name: str, student) -> Feedback:
+    check, _, _ = CHECKERS[name]
+    feedback = check(student)
+    assert isinstance(feedback, Feedback), f"{name} returned {type(feedback).__name__}, not a Feedback"
+    return feedback
+
+
+def assert_wrong(feedback: Feedback, *phrases: str) -> None:
+    assert not feedback.passed and feedback.attempted, str(feedback)
+    for phrase in phrases:
+        assert phrase in feedback.message, str(feedback)
+
+
+# --- the solutions pass (the baseline every hostile case departs from) ---------------------------------------
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_the_correct_solution_passes(name):
+    feedback = verdict_of(name, CHECKERS[name][1])
+    assert feedback.passed, str(feedback)
+
+
+# --- not a usable function ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("thing", [42, "my_function", None, torch.ones(3)], ids=["int", "str", "None", "tensor"])
+def test_a_non_callable_gives_feedback_not_an_exception(name, thing):
+    assert_wrong(verdict_of(name, thing), "expected your function itself", type(thing).__name__,
+                 "check(my_function), not check(my_function(...))")
+
+
+@pytest.mark.parametrize("name", [n for n in ALL if CHECKERS[n][2] != "class"])
+def test_a_function_with_the_wrong_number_of_parameters_gives_feedback(name):
+    assert_wrong(verdict_of(name, lambda a, b, c, d, e, f: None), "cannot be called the way the exercise calls it")
+    assert_wrong(verdict_of(name, lambda: None), "cannot be called the way the exercise calls it")
+
+
+def test_a_class_with_the_wrong_constructor_gives_feedback():
+    class NoArguments(nn.Module):
+        def __init__(self):
+            super().__init__()
+
+    assert_wrong(verdict_of("ch02.wrapper", NoArguments), "cannot be called the way the exercise calls it",
+                 "unexpected keyword argument")
+
+
+# --- exceptions ----------------------------------------------------------------------------------------------
+
+
+def _raise(error, name: str = ""):
+    """A function that raises ``error``; for the class exercise, a class whose constructor raises it."""
+
+    def student(*args, **kwargs):
+        raise error
+
+    if name and CHECKERS[name][2] == "class":
+        return type("Raising", (nn.Module,), {"__init__": lambda self, *a, **k: student()})
+    return student
+
+
+@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("error", [SystemExit(3), ZeroDivisionError("division by zero"), RecursionError("deep"),
+                                   GeneratorExit(), MemoryError()], ids=lambda e: type(e).__name__)
+def test_any_exception_becomes_feedback(name, error):
+    student = _raise(error, name)
+    assert_wrong(verdict_of(name, student), f"your function raised {type(error).__name__}")
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_keyboard_interrupt_still_stops_the_cell(name):
+    student = _raise(KeyboardInterrupt(), name)
+    with pytest.raises(KeyboardInterrupt):
+        verdict_of(name, student)
+
+
+@pytest.mark.parametrize("name", RETURNING_TENSORS)
+def test_a_not_implemented_error_from_torch_is_a_real_error_not_a_stub(name):
+    # torch raises NotImplementedError for operations sparse tensors lack: the function was attempted
+    def sparse_softmax_crash(t):
+        return t.to_sparse().exp_() if t.is_floating_point() else t
+
+    feedback = verdict_of(name, hostile(name, sparse_softmax_crash))
+    assert_wrong(feedback, "your function raised NotImplementedError")
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_a_stub_with_a_note_is_still_not_attempted(name):
+    student = _raise(NotImplementedError("TODO: my code goes here"), name)
+    feedback = verdict_of(name, student)
+    assert not feedback.passed and not feedback.attempted and "not attempted yet" in feedback.message
+
+
+# --- answers that are not an ordinary real dense tensor --------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", RETURNING_TENSORS)
+def test_a_complex_answer_is_refused(name):
+    feedback = verdict_of(name, hostile(name, lambda t: t.to(torch.complex64)))
+    assert_wrong(feedback, "complex")
+
+
+@pytest.mark.parametrize("name", RETURNING_TENSORS + ["ch05.padded_causal_mask"])
+def test_a_sparse_answer_is_refused_as_attempted(name):
+    feedback = verdict_of(name, hostile(name, lambda t: t.to_sparse()))
+    assert_wrong(feedback, "sparse tensor", ".to_dense()")
+    assert "not attempted" not in feedback.message
+
+
+def test_the_complex_and_sparse_mask_answers_are_refused():
+    assert_wrong(verdict_of("ch05.padded_causal_mask", hostile("ch05.padded_causal_mask",
+                                                               lambda t: t.to(torch.complex64))), "complex")
+
+
+@pytest.mark.parametrize("name", RETURNING_TENSORS)
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf], ids=["nan", "inf", "-inf"])
+def test_nan_or_inf_answers_are_wrong_with_a_message(name, value):
+    feedback = verdict_of(name, hostile(name, lambda t: torch.full_like(t, value)))
+    assert_wrong(feedback)
+    assert "NaN" in feedback.message or "nan" in feedback.message.lower() or "inf" in feedback.message
+
+
+@pytest.mark.parametrize("name", RETURNING_TENSORS)
+def test_an_integer_answer_is_refused_for_a_float_exercise(name):
+    feedback = verdict_of(name, hostile(name, lambda t: (t * 1e6).long()))
+    assert_wrong(feedback, "dtype torch.int64", "floating-point")
+
+
+@pytest.mark.parametrize("name", [n for n in RETURNING_TENSORS if CHECKERS[n][2] == "tensor"])
+def test_a_tuple_answer_is_refused(name):
+    feedback = verdict_of(name, hostile(name, lambda t: (t, t)))
+    assert_wrong(feedback)
+    assert "tuple" in feedback.message
+
+
+@pytest.mark.parametrize("name", [n for n in RETURNING_TENSORS if CHECKERS[n][2] == "tensor"])
+def test_a_numpy_answer_is_refused(name):
+    assert_wrong(verdict_of(name, hostile(name, lambda t: t.detach().numpy())), "expected a torch.Tensor, got ndarray")
+
+
+# not chapter 9: there .double() is one more (T, S) tensor, which that exercise rightly counts
+@pytest.mark.parametrize("name", [n for n in RETURNING_TENSORS if CHECKERS[n][2] != "pair"])
+def test_an_answer_with_autograd_history_or_on_float64_still_passes(name):
+    assert verdict_of(name, hostile(name, lambda t: t.double().requires_grad_()))
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_returning_a_passing_feedback_is_not_a_pass(name):
+    fake = Feedback(name, True, "correct.")
+    student = hostile(name, lambda t: fake) if CHECKERS[name][2] != "count" else (lambda d, h, bias: fake)
+    feedback = verdict_of(name, student)
+    assert not feedback.passed, str(feedback)
+
+
+class Liar(torch.Tensor):
+    """A tensor subclass that answers True to every comparison and lies about its shape."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if func in (torch.allclose, torch.equal):
+            return True
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+@pytest.mark.parametrize("name", [n for n in RETURNING_TENSORS if CHECKERS[n][2] == "tensor"])
+def test_a_tensor_subclass_that_lies_in_comparisons_does_not_pass(name):
+    feedback = verdict_of(name, hostile(name, lambda t: torch.zeros_like(t).as_subclass(Liar)))
+    assert not feedback.passed, str(feedback)
+
+
+@pytest.mark.parametrize("name", ["ch01.attention_weights", "ch06.stable_softmax", "ch07.output_projection"])
+def test_rebinding_torch_allclose_inside_the_function_does_not_pass(name):
+    original = torch.allclose
+
+    def student(*args):
+        torch.allclose = lambda *a, **k: True
+        return torch.zeros(1)
+
+    try:
+        feedback = verdict_of(name, student)
+    finally:
+        torch.allclose = original
+    assert not feedback.passed, str(feedback)
+
+
+# --- inputs changed in place -----------------------------------------------------------------------------------
+
+
+def _tensors(args):
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            yield a
+        elif isinstance(a, (list, tuple)):
+            yield from _tensors(a)
+        elif isinstance(a, nn.Module):
+            yield from a.parameters()
+
+
+@pytest.mark.parametrize("name", [n for n in ALL if CHECKERS[n][2] not in ("class", "count")])
+def test_a_correct_answer_that_then_wrecks_its_inputs_still_passes(name):
+    solution = CHECKERS[name][1]
+
+    def student(*args):
+        answer = solution(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args])
+        with torch.no_grad():
+            for t in _tensors(args):
+                t.fill_(7) if t.dtype != torch.bool else t.fill_(True)
+        return answer
+
+    feedback = verdict_of(name, student)
+    assert feedback.passed, str(feedback)
+
+
+@pytest.mark.parametrize("name", [n for n in ALL if CHECKERS[n][2] not in ("class", "count")])
+def test_zeroing_the_inputs_and_answering_for_zeros_is_wrong(name):
+    solution = CHECKERS[name][1]
+
+    def student(*args):
+        with torch.no_grad():
+            for t in _tensors(args):
+                t.zero_()
+        return solution(*args)
+
+    feedback = verdict_of(name, student)
+    assert not feedback.passed and "correct" not in feedback.message.split(":")[0], str(feedback)
+
+
+def test_ch01_scaling_the_weights_in_place_is_correct_not_forgot_the_scaling():
+    def single_head_in_place(x, w_q, w_k, w_v):
+        w_q /= math.sqrt(w_q.shape[1])  # folds 1/√Dh into the query weights, in place
+        q, k, v = x @ w_q, x @ w_k, x @ w_v
+        return torch.softmax(q @ k.T, dim=-1) @ v
+
+    feedback = ch01.check_single_head(single_head_in_place)
+    assert feedback.passed, str(feedback)
+
+
+def test_ch04_zeroing_x_and_returning_zeros_is_not_correct():
+    def zeros(x, w_q, w_k, num_heads):
+        x.zero_()
+        return scaled_head_scores(x, w_q, w_k, num_heads)  # all zeros: "right" for the zeroed input only
+
+    feedback = ch04.check_scaled_head_scores(zeros)
+    assert_wrong(feedback, "wrong values")
+
+
+def test_a_random_student_leaves_the_notebooks_random_state_dtype_and_grad_mode_alone():
+    def messy(q, k):
+        torch.manual_seed(999)
+        torch.set_default_dtype(torch.float64)
+        torch.set_grad_enabled(False)
+        return torch.rand(1)
+
+    torch.manual_seed(5)
+    expected = torch.rand(3)
+    torch.manual_seed(5)
+    ch01.check_attention_weights(messy)
+    assert torch.get_default_dtype() == torch.float32 and torch.is_grad_enabled()
+    assert torch.equal(torch.rand(3), expected)
+
+
+# --- chapter 7's numbers ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("answer", "phrase"), [
+    (10**400, "a number of 401 digits"),
+    (-(10**30), "you returned"),
+    (math.nan, "a parameter count is a finite whole number"),
+    (math.inf, "a parameter count is a finite whole number"),
+    (2.5, "not a whole number"),
+    ("2362368", "expected a number (an int), got str"),
+    (True, "expected a number (an int), got bool"),
+    (torch.tensor([1, 2]), "expected a number (an int), got Tensor"),
+    (torch.tensor(1 + 2j), "expected a number (an int), got Tensor"),
+    (None, "expected a number (an int), got NoneType"),
+], ids=["huge", "negative", "nan", "inf", "fraction", "str", "bool", "vector", "complex", "None"])
+def test_parameter_count_answers_that_are_not_counts(answer, phrase):
+    assert_wrong(ch07.check_parameter_count(lambda d, h, bias: answer), phrase)
+
+
+@pytest.mark.parametrize("kind", [int, float, np.int64, torch.tensor], ids=["int", "float", "numpy", "tensor"])
+def test_parameter_count_accepts_the_right_number_in_any_numeric_type(kind):
+    assert ch07.check_parameter_count(lambda d, h, bias: kind(4 * d * d + 4 * d * bias))
+
+
+# --- compare() never names a mistake that equals the right answer ---------------------------------------------
+
+
+def test_compare_never_names_a_mistake_equal_to_the_expected_answer():
+    expected = torch.eye(3)
+    mistakes = {"you forgot the scaling": torch.eye(3).clone(), "you transposed": 2 * torch.eye(3)}
+    assert compare("x", torch.eye(3), expected, mistakes=mistakes).passed
+    wrong = compare("x", 3 * torch.eye(3), expected, mistakes=mistakes)
+    assert not wrong.passed and "forgot the scaling" not in wrong.message
+    assert compare("x", 2 * torch.eye(3), expected, mistakes=mistakes).message == "you transposed"
+
+
+def test_attempt_copies_every_tensor_it_hands_over():
+    x, weights = torch.ones(2), [torch.ones(2)]
+    layer = nn.Linear(2, 2)
+    before = layer.weight.detach().clone()
+
+    def vandal(x, weights, layer):
+        x.zero_()
+        weights[0].zero_()
+        with torch.no_grad():
+            layer.weight.zero_()
+        return "done"
+
+    assert attempt("copy", vandal, x, weights, layer) == "done"
+    assert torch.equal(x, torch.ones(2)) and torch.equal(weights[0], torch.ones(2))
+    assert torch.equal(layer.weight, before)
