@@ -33,7 +33,8 @@ anything else                                               ``-`` (same slide as
 next to the decks, and the template below loads nothing from the network (nbconvert's default one fetches
 reveal.js, jQuery, RequireJS, MathJax and mermaid from CDNs). Copy the whole output folder to the classroom
 machine. Tall slides scroll; figure cells with long drawing code show only the figure; widget outputs, which
-cannot run in a deck, are replaced by a one-line note when no static figure stands in for them.
+cannot run in a deck, are replaced by a one-line note when no static figure stands in for them; each section's
+``teacher_notes`` become the speaker notes of its slide (``S`` opens reveal.js's speaker view).
 """
 
 from __future__ import annotations
@@ -376,14 +377,24 @@ def copy_offline_assets(out: Path) -> None:
 
 
 def deck_notebook(nb):
-    """The copy of ``nb`` that becomes a deck: slide types stamped; widget outputs that no figure replaces
-    turned into a note; long drawing code hidden behind its figure; no widget state (its manager would come from
-    a CDN)."""
+    """The copy of ``nb`` that becomes a deck: cut at headings, slide types stamped; each section's
+    ``teacher_notes`` as speaker notes; live widget outputs replaced by their static copy or a note; long drawing
+    code hidden behind its figure; no widget state (its manager would come from a CDN)."""
     nb = split_at_headings(nb)
     stamp_slides(nb)
     nb.get("metadata", {}).pop("widgets", None)
     note = ("<p class='mha-widget-note'>An interactive explorer: run this cell in JupyterLab or Colab "
             "to use it.</p>")
+    cells = []
+    for cell in nb["cells"]:  # a section's talking points become its speaker notes (press S in the deck)
+        cells.append(cell)
+        talking = cell.get("metadata", {}).get("teacher_notes")
+        if talking and cell["metadata"]["slideshow"]["slide_type"] != "skip":
+            talking = talking if isinstance(talking, list) else [talking]
+            notes = new_markdown_cell("\n".join(f"- {point}" for point in talking))
+            notes.metadata["slideshow"] = {"slide_type": "notes"}
+            cells.append(notes)
+    nb["cells"] = cells
     for cell in nb["cells"]:
         if cell["metadata"]["slideshow"]["slide_type"] == "skip" or cell.get("cell_type") != "code":
             continue

@@ -9,6 +9,7 @@ reason, except under CI (``CI`` set), where it fails.
 
 from __future__ import annotations
 
+import html
 import os
 import re
 import shutil
@@ -46,6 +47,11 @@ def _static_widget_cell():
     return new_code_cell("interact(f, x=1)", outputs=[note, picture])
 
 
+def _with_notes(cell, notes):
+    cell.metadata["teacher_notes"] = notes
+    return cell
+
+
 def _tagged(cell, *tags):
     cell.metadata["tags"] = list(tags)
     return cell
@@ -58,7 +64,7 @@ def sample_notebook():
         (new_markdown_cell("# Chapter 9 · A title\n\n**Class time:** about 45 min"), "slide"),
         (_tagged(new_code_cell("import sys"), "colab-setup"), "skip"),
         (new_code_cell("import torch"), "-"),
-        (new_markdown_cell("## 1. First section · ~10 min\n\nText."), "slide"),
+        (_with_notes(new_markdown_cell("## 1. First section · ~10 min\n\nText."), ["Say this first."]), "slide"),
         (_tagged(new_markdown_cell("**Predict before you run.** What?\n\n<details><summary>Answer</summary>\n\n"
                                    "This.\n</details>"), "predict"), "-"),  # first thing under its heading
         (new_code_cell("show(x)"), "fragment"),  # the answer appears on the next click
@@ -199,6 +205,9 @@ def test_export_of_the_sample_gives_its_slides_and_loads_nothing_from_the_networ
     # title, section 1, section 2, summary; screens: + the discussion, "A sub-part", "What to remember"
     assert _sections(html) == (4, 7)
     assert "interactive(children" not in html and "An interactive explorer: run this cell" in html
+    # the talking points are the speaker notes of their slide; the heading loses its "· ~N min"
+    assert re.search(r'<aside class="notes">(?:(?!</aside>).)*<li>Say this first\.</li>', html, re.DOTALL)
+    assert re.search(r">1\. First section<", html) and "~10 min" not in html
     # the predict cell's answer stays inside its folded <details> block (one click away, as in the notebook)
     assert re.search(r"<summary>Answer</summary>(?:(?!</details>).)*This\.", html, re.DOTALL)
     assert "NotImplementedError" in html and "check_f(f)" not in html and "untagged" not in html
@@ -260,6 +269,10 @@ def test_deck_shows_a_figure_slide_in_chromium_offline(tmp_path):
             assert page.evaluate("Reveal.getHorizontalSlides().length") == slide_count
             assert page.evaluate("Reveal.getTotalSlides()") == screens
             page.wait_for_function("window.MathJax && MathJax.isReady === true", timeout=30_000)
+            speaker_notes = page.evaluate("""() => {
+                const s = [...document.querySelectorAll('.reveal .slides section section')]
+                    .find(x => x.querySelector('aside.notes'));
+                return s ? Reveal.getSlideNotes(s) : ''; }""")
             # the first screen (a slide without subslides, or a subslide) that shows a figure
             indices = page.evaluate("""() => {
                 const img = [...document.querySelectorAll('.reveal .slides .jp-OutputArea-output img')]
@@ -285,3 +298,7 @@ def test_deck_shows_a_figure_slide_in_chromium_offline(tmp_path):
     assert shown["natural"] > 100 and shown["width"] > 200, shown  # drawn at a readable size
     assert shown["top"] >= 0 and shown["bottom"] <= 800 + 1, shown  # scrolled into the screen, not cut off
     assert math > 0  # MathJax typeset the formulas from the local copy
+    # the first section's talking points are the speaker notes of its slide
+    first_notes = next(cell.metadata["teacher_notes"] for cell in nb.cells if cell.metadata.get("teacher_notes"))
+    shown_notes = html.unescape(re.sub(r"<[^>]+>", "", speaker_notes))
+    assert first_notes[0].replace("`", "").replace("*", "") in shown_notes.replace("\n", " ")
