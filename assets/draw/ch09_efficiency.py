@@ -6,8 +6,9 @@ writes
     assets/ch09_memory_flow.png   where the (T, S) scores live. Left, the explicit kernel: every step (Q Kᵀ, mask,
                                   softmax, · V) is a separate trip between the cores and main memory through a
                                   B·H·T·S tensor. Right, a fused flash-style kernel: tiles of Q, K and V pass
-                                  through a small on-chip buffer with a running max and sum; only Q, K, V (read)
-                                  and O (written) touch main memory, and the (T, S) weights never exist.
+                                  through a small on-chip buffer with a running max and sum; only Q, K, V (read; K
+                                  and V once per block of queries) and O (written) touch main memory, and the
+                                  (T, S) weights never exist.
 """
 
 from __future__ import annotations
@@ -115,15 +116,16 @@ def draw_memory_flow() -> None:
                                 facecolor="white", edgecolor="#333333", lw=1.1))
     ax.add_patch(Rectangle((x0 + 2.9, 1.95), 1.3, 1.3, facecolor=BIG, alpha=0.3, edgecolor=BIG, lw=1.2))
     ax.text(x0 + 3.55, 2.6, "tile", ha="center", va="center", fontsize=8.5)
-    ax.text(x0 + 4.5, 2.05, "for each block of keys:", ha="left", va="top", fontsize=9)
+    ax.text(x0 + 4.5, 2.05, "for each query block, each key block:", ha="left", va="top", fontsize=9)
     ax.text(x0 + 4.5, 2.6, "scores of one tile, running max m,\nrunning sum ℓ, rescale O so far",
             ha="left", va="top", fontsize=8.5, linespacing=1.3)
     _arrow(ax, (x0 + 0.95, 5.95), (x0 + 2.9, 3.6), colour="#1f4e79")
     _arrow(ax, (x0 + 2.15, 5.95), (x0 + 3.3, 3.95), colour="#1f4e79")
     _arrow(ax, (x0 + 3.35, 5.95), (x0 + 3.9, 3.95), colour="#1f4e79")
     _arrow(ax, (x0 + 10.0, 2.7), (x0 + 11.45, 5.95), colour=BIG)
-    ax.text(x0 + 6.3, 12.3, "Q, K, V read once, O written once: 4·B·T·D·4 bytes\n= 96 MiB at that size; "
-            "it grows like T, not like T²", ha="center", va="center", fontsize=9.5, linespacing=1.4)
+    ax.text(x0 + 6.3, 12.3, "Q read and O written once; K and V re-read for every block of queries.\n"
+            "No (T, S) tensor: the memory it needs grows like T, not like T²", ha="center", va="center",
+            fontsize=9.5, linespacing=1.4)
     _legend(ax, 26.0)
 
     fig.savefig(ASSETS / "ch09_memory_flow.png", dpi=DPI, metadata={"Software": None})
