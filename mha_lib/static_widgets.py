@@ -16,7 +16,7 @@ state" setting is on), and it holds the picture: an ``Output`` widget keeps its 
 
 The live widget is unaffected: running the cell replaces these outputs with the widget, as usual. The refresh
 command (``tests/refresh_notebooks.py``) applies it to the stored outputs; ``pre_save_hook`` applies it when
-JupyterLab saves a notebook (``make lab`` installs it, see ``install_jupyter_config``), so a notebook that a
+JupyterLab saves a notebook (a server extension that ``make lab`` enables, see ``install_jupyter_config``), so a notebook that a
 teacher ran, saved and reopens shows the picture, not an error. Where the state is missing, the hook keeps the
 static copy already in the file, and failing that the sentence alone.
 
@@ -38,7 +38,7 @@ MARK = "mha_lib_static_widget"  # output metadata key that marks the outputs wri
 NOTE = "▶ Run this cell to use the interactive controls; until then, this is a static copy of what they showed."
 NOTE_NO_PICTURE = "▶ Run this cell to use the interactive controls (they need a running kernel)."
 PICTURE_TEXT = "<static copy of the widget's picture>"
-SERVER_HOOK = "mha_lib.static_widgets.pre_save_hook"
+SERVER_EXTENSION = "mha_lib.static_widgets"  # a Jupyter server extension: it registers pre_save_hook
 
 
 def _check_notebook(nb) -> dict:
@@ -179,17 +179,28 @@ def pre_save_hook(model, path=None, contents_manager=None, **kwargs):
         print(f"mha_lib.static_widgets: widget outputs of {path} kept as they were: {error}", file=sys.stderr)
 
 
+def _jupyter_server_extension_points():
+    return [{"module": SERVER_EXTENSION}]
+
+
+def _load_jupyter_server_extension(serverapp):
+    """Jupyter server extension entry point: every notebook save goes through ``pre_save_hook``."""
+    serverapp.contents_manager.register_pre_save_hook(pre_save_hook)
+    serverapp.log.info("mha_lib: widget outputs are saved as a sentence and a static picture")
+
+
 def install_jupyter_config(prefix: str | Path = sys.prefix) -> list[Path]:
     """Configure the Jupyter server and JupyterLab of the environment at ``prefix`` (``make lab`` calls this).
 
-    Writes ``etc/jupyter/jupyter_server_config.d/mha_lib.json`` (the pre-save hook above) and
-    ``share/jupyter/lab/settings/overrides.d/mha_lib.json`` (ipywidgets saves the widget state with the
-    notebook, so the hook finds the pictures of the current run). Returns the files written.
+    Writes ``etc/jupyter/jupyter_server_config.d/mha_lib.json``, which enables this module as a server
+    extension (a ``jupyter_server_config.d`` file can only enable extensions; the extension registers the
+    pre-save hook above), and ``share/jupyter/lab/settings/overrides.d/mha_lib.json`` (ipywidgets saves the
+    widget state with the notebook, so the hook finds the pictures of the current run). Returns the files.
     """
     prefix = Path(prefix)
     files = {
         prefix / "etc" / "jupyter" / "jupyter_server_config.d" / "mha_lib.json":
-            {"ContentsManager": {"pre_save_hook": SERVER_HOOK}},
+            {"ServerApp": {"jpserver_extensions": {SERVER_EXTENSION: True}}},
         prefix / "share" / "jupyter" / "lab" / "settings" / "overrides.d" / "mha_lib.json":
             {"@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": True}},
     }

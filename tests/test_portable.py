@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import importlib.metadata
 import json
+import os
 import re
 import subprocess
 import sys
@@ -195,17 +196,26 @@ def test_the_pre_save_hook_writes_static_copies_and_never_blocks_a_save(tmp_path
 def test_install_jupyter_config_configures_the_hook_and_the_widget_state(tmp_path):
     written = install_jupyter_config(tmp_path)
     server, lab = (json.loads(p.read_text()) for p in written)
-    assert server == {"ContentsManager": {"pre_save_hook": "mha_lib.static_widgets.pre_save_hook"}}
+    assert server == {"ServerApp": {"jpserver_extensions": {"mha_lib.static_widgets": True}}}
     assert lab == {"@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": True}}
     assert [p.relative_to(tmp_path).as_posix() for p in written] == [
         "etc/jupyter/jupyter_server_config.d/mha_lib.json", "share/jupyter/lab/settings/overrides.d/mha_lib.json"]
 
 
-def test_the_hook_named_in_the_config_is_importable_and_light():
-    code = ("import sys; from traitlets.utils.importstring import import_item; "
-            f"import_item({static_widgets.SERVER_HOOK!r}); print('ipywidgets' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "False"
+def test_the_server_extension_registers_the_hook_in_a_real_server(tmp_path):
+    # the configuration `make lab` writes, read by a Jupyter server the way `jupyter lab` starts one
+    install_jupyter_config(tmp_path / "prefix")
+    code = (
+        "import sys; from jupyter_server.serverapp import ServerApp\n"
+        "app = ServerApp(); app.initialize(argv=['--allow-root', '--ServerApp.root_dir=.', '--port=0'])\n"
+        "hooks = app.contents_manager._pre_save_hooks\n"
+        "print([f'{h.__module__}.{h.__name__}' for h in hooks], 'ipywidgets' in sys.modules)"
+    )
+    env = {**os.environ, "JUPYTER_CONFIG_PATH": str(tmp_path / "prefix" / "etc" / "jupyter"),
+           "JUPYTER_CONFIG_DIR": str(tmp_path / "config"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path,
+                         timeout=120)
+    assert out.stdout.strip().splitlines()[-1] == "['mha_lib.static_widgets.pre_save_hook'] False", out.stderr
 
 
 # ---- fonts and pip extras ---------------------------------------------------------------------------------------
