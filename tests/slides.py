@@ -430,9 +430,11 @@ def _embed_images(text: str, folder: Path) -> str:
     return IMAGE_LINK.sub(embed, text)
 
 
-def export(paths, out: Path = DEFAULT_OUT, *, no_input: bool = False, theme: str = "white") -> list[Path]:
+def export(paths, out: Path = DEFAULT_OUT, *, no_input: bool = False, theme: str = "white",
+           failures: list[str] | None = None) -> list[Path]:
     """Write one reveal.js deck per notebook into ``out`` (with the offline JavaScript beside them); return the
-    decks' paths."""
+    decks' paths. A notebook that cannot be exported raises, unless ``failures`` is a list: then its error is
+    appended there and the other decks are still written."""
     import nbformat
     from jinja2 import DictLoader
     from nbconvert import SlidesExporter
@@ -441,6 +443,10 @@ def export(paths, out: Path = DEFAULT_OUT, *, no_input: bool = False, theme: str
     for path in paths:
         if path.suffix != ".ipynb" or not path.is_file():
             raise ValueError(f"paths: expected existing .ipynb files, got {str(path)!r}")
+    theme_folder = _package_folder(REVEAL_PACKAGE, REVEAL_FOLDER) / "dist" / "theme"
+    themes = sorted(css.stem for css in theme_folder.glob("*.css"))
+    if theme not in themes:
+        raise ValueError(f"theme: expected one of reveal.js's themes {themes}, got {theme!r}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     copy_offline_assets(out)
@@ -461,12 +467,19 @@ def export(paths, out: Path = DEFAULT_OUT, *, no_input: bool = False, theme: str
     )
     decks = []
     for path in paths:
-        nb = deck_notebook(nbformat.read(path, as_version=4))
-        folder = path.resolve().parent
-        for cell in nb["cells"]:
-            if cell.get("cell_type") == "markdown":  # no "· ~N min" on the students' screen
-                cell["source"] = TIME_SUFFIX.sub(r"\1", _embed_images(_source(cell), folder))
-        body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": path.stem, "path": str(folder)}})
+        try:
+            nb = deck_notebook(nbformat.read(path, as_version=4))
+            folder = path.resolve().parent
+            for cell in nb["cells"]:
+                if cell.get("cell_type") == "markdown":  # no "· ~N min" on the students' screen
+                    cell["source"] = TIME_SUFFIX.sub(r"\1", _embed_images(_source(cell), folder))
+            body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": path.stem,
+                                                                              "path": str(folder)}})
+        except Exception as error:  # noqa: BLE001 - one broken chapter must not cost the teacher the others
+            if failures is None:
+                raise
+            failures.append(f"{path.name}: no deck: {type(error).__name__}: {error}")
+            continue
         deck = out / f"{path.stem}.slides.html"
         deck.write_text(body, encoding="utf-8")
         decks.append(deck)
@@ -483,15 +496,20 @@ def main(argv: list[str]) -> int:
     import nbformat
 
     paths = args.notebooks or sorted(NOTEBOOKS.glob("*.ipynb"))
-    decks = export(paths, args.out, no_input=args.no_input, theme=args.theme)
-    for path, deck in zip(paths, decks):
+    failures: list[str] = []
+    decks = export(paths, args.out, no_input=args.no_input, theme=args.theme, failures=failures)
+    for deck in decks:
+        path = next(p for p in paths if p.stem + ".slides.html" == deck.name)
         nb = nbformat.read(path, as_version=4)
         slides, screens = count_slides(slide_types(split_at_headings(nb)))
         print(f"{deck}: {slides} slides, {screens} screens")
         for warning in heading_warnings(nb) + stamp_slides(nb):
             print(f"  {path.name}: {warning}")
-    print(f"open {args.out / (paths[0].stem + '.slides.html')} in a browser (works offline; keep the folder together)")
-    return 0
+    for failure in failures:
+        print(failure, file=sys.stderr)
+    if decks:
+        print(f"open {decks[0]} in a browser (works offline; keep the folder together)")
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

@@ -168,6 +168,27 @@ def test_export_refuses_a_path_that_is_not_a_notebook(tmp_path):
         slides.export([tmp_path / "missing.ipynb"], tmp_path / "out")
 
 
+def test_export_refuses_an_unknown_theme(tmp_path):
+    nb, _ = sample_notebook()
+    nbformat.write(nb, tmp_path / "sample.ipynb")
+    with pytest.raises(ValueError, match=r"theme: expected one of reveal.js's themes \[.*'white'.*\], got 'neon'"):
+        slides.export([tmp_path / "sample.ipynb"], tmp_path / "out", theme="neon")
+
+
+def test_one_broken_chapter_does_not_cost_the_others(tmp_path, capsys):
+    nb, _ = sample_notebook()
+    nbformat.write(nb, tmp_path / "01_good.ipynb")
+    broken = new_notebook(cells=[_tagged(new_markdown_cell("only a badge"), "colab-badge")])  # nothing to show
+    nbformat.write(broken, tmp_path / "02_broken.ipynb")
+    assert slides.main(["--out", str(tmp_path / "out"), str(tmp_path / "01_good.ipynb"),
+                        str(tmp_path / "02_broken.ipynb")]) == 1
+    captured = capsys.readouterr()
+    assert "01_good.slides.html: 4 slides, 7 screens" in captured.out
+    assert "02_broken.ipynb: no deck: ValueError: All cells are hidden, cannot create slideshow" in captured.err
+    assert (tmp_path / "out" / "01_good.slides.html").is_file()
+    assert not (tmp_path / "out" / "02_broken.slides.html").exists()
+
+
 # --------------------------------------------------------------------------------------------------- the chapters
 
 

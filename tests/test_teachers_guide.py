@@ -158,8 +158,8 @@ def test_the_guide_of_a_chapter_reads_as_a_handout(tmp_path, monkeypatch):
     monkeypatch.setattr(tg, "EXERCISES", tmp_path)
     text = tg.guide_markdown([sample_chapter(tmp_path)])
     assert "| Chapter 99 · A sample | about 45 min (+ 10 min optional) | 45 min | 1 | 1 | 1 |" in text
-    assert "| 1 | 1. First | 30 | 30 |\n| 2 | 2. Second | 15 | 45 |\n| 3 | Optional · The extra part | 10 | optional |" \
-        in text
+    assert ("| 1 | 1. First | 30 | 30 |\n| 2 | 2. Second | 15 | 45 |\n"
+            "| 3 | Optional · The extra part | 10 | optional |") in text
     assert "**1. First**\n\n- Say this first.\n- Then ask that." in text
     assert "1. *(1. First)*\n\n   What shape?\n\n   **Answer.**\n\n   `(2, 6, 4)`: two heads." in text
     assert "#### Exercise 99.1 · Do it (★★☆ · ~7 min)" in text
