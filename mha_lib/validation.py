@@ -111,9 +111,12 @@ def check_float_fits(name: str, value: float, dtype: torch.dtype, *, divides: bo
 
 def check_divisible(name: str, value: int, by_name: str, by: int) -> None:
     if value % by != 0:
+        options = divisors(value)
+        shown = str(options) if len(options) <= 24 else (
+            "[" + ", ".join(map(str, options[:12])) + f", ...] ({len(options)} divisors in all)")
         raise ValueError(
-            f"{name} ({value}) must be divisible by {by_name} ({by}): every head gets {name} // {by_name} "
-            f"features; try {by_name} in {divisors(value)}"
+            f"{name} ({_short(value)}) must be divisible by {by_name} ({_short(by)}): every head gets "
+            f"{name} // {by_name} features; try {by_name} in {shown}"
         )
 
 

@@ -8,7 +8,9 @@ attend to no key at all must give zeros, never NaN.
 from __future__ import annotations
 
 import re
+import time
 
+import numpy as np
 import pytest
 import torch
 
@@ -374,6 +376,296 @@ CASES = [
         ValueError, esc("nn.MultiheadAttention needs d_in == d_out (embed_dim), got 3 and 4"),
         id="torch_mha_from-d_in-not-d_out",
     ),
+    # --- issue 12: functions that used to check nothing -------------------------------------------------
+    pytest.param(
+        lambda: mha_lib.attention_scores(np.ones((2, 3)), np.ones((2, 3))),  # used to compute a @ b, not a @ bᵀ
+        TypeError, esc("q must be a torch.Tensor, got ndarray"), id="attention_scores-numpy",
+    ),
+    pytest.param(
+        lambda: mha_lib.attention_scores(torch.ones(2, 3), torch.ones(2, 4)),
+        ValueError, esc("q and k must have the same feature width", "got q (2, 3) and k (2, 4)"),
+        id="attention_scores-width-mismatch",
+    ),
+    pytest.param(
+        lambda: mha_lib.attention_scores(torch.ones(3), torch.ones(3)),
+        ValueError, esc("q must be at least 2-D (..., T, Dh), got 1-D shape (3,)"), id="attention_scores-1d",
+    ),
+    pytest.param(
+        lambda: mha_lib.attention_scores(torch.ones(2, 3), torch.ones(2, 3, dtype=torch.float64)),
+        TypeError, esc("k has dtype torch.float64 but q has torch.float32; they must match"),
+        id="attention_scores-dtype-mismatch",
+    ),
+    pytest.param(
+        lambda: mha_lib.attention_scores(torch.ones(2, 3, 4), torch.ones(5, 3, 4)),
+        ValueError, esc("q and k must have leading (batch, head) dimensions that broadcast", "(2, 3, 4)", "(5, 3, 4)"),
+        id="attention_scores-batch-mismatch",
+    ),
+    pytest.param(
+        lambda: mha_lib.stable_softmax([1.0, 2.0]),
+        TypeError, esc("x must be a torch.Tensor, got list"), id="stable_softmax-list",
+    ),
+    pytest.param(
+        lambda: mha_lib.stable_softmax(torch.tensor([1, 2])),
+        TypeError, esc("x must be a floating-point tensor, got dtype torch.int64", "x.float()"),
+        id="stable_softmax-int",
+    ),
+    pytest.param(
+        lambda: mha_lib.stable_softmax(torch.ones(2, 3), dim=2),
+        ValueError, esc("dim must be in [-2, 1] for x of shape (2, 3), got 2"), id="stable_softmax-dim-out-of-range",
+    ),
+    pytest.param(
+        lambda: mha_lib.stable_softmax(torch.ones(2, 3), dim=True),
+        TypeError, esc("dim must be an int, got bool True"), id="stable_softmax-dim-bool",
+    ),
+    pytest.param(
+        lambda: mha_lib.stable_softmax(torch.ones(2, 0)),
+        ValueError, esc("x must have at least one entry along dim=-1", "(2, 0)"), id="stable_softmax-empty-row",
+    ),
+    pytest.param(
+        lambda: mha_lib.scale_scores(np.ones((2, 2)), 4),
+        TypeError, esc("scores must be a torch.Tensor, got ndarray"), id="scale_scores-numpy",
+    ),
+    pytest.param(
+        lambda: mha_lib.scale_scores(torch.ones(2, 2), 4.0),
+        TypeError, esc("head_dim must be a positive int, got float 4.0"), id="scale_scores-float-head_dim",
+    ),
+    pytest.param(
+        lambda: mha_lib.scale_scores(torch.ones(2, 2, dtype=torch.complex64), 4),
+        TypeError, esc("scores must be a real floating-point tensor, got dtype torch.complex64"),
+        id="scale_scores-complex",
+    ),
+    pytest.param(
+        lambda: masked_softmax(torch.randn(3, 3), dim=-3),
+        ValueError, esc("dim must be in [-2, 1] for scores of shape (3, 3), got -3"), id="masked_softmax-dim",
+    ),
+    pytest.param(
+        lambda: mha_lib.combine_masks(causal_mask(3), torch.ones(3, 3, dtype=torch.long)),
+        TypeError, esc("masks[1] must be a torch.bool keep mask (True = attend), got dtype torch.int64"),
+        id="combine_masks-int-mask",
+    ),
+    pytest.param(
+        lambda: mha_lib.combine_masks(causal_mask(3), causal_mask(4)),
+        ValueError, esc("masks[1] of shape (4, 4) does not broadcast with the masks before it, of shape (3, 3)"),
+        id="combine_masks-shapes",
+    ),
+    pytest.param(
+        lambda: mha_lib.combine_masks("causal"),
+        TypeError, esc("masks[0] must be a torch.Tensor, got str"), id="combine_masks-str",
+    ),
+    pytest.param(
+        lambda: mha_lib.invert_mask(torch.tensor([0.0, 0.3, 1.0])),
+        ValueError, esc("mask must hold only 0 and 1 (or be torch.bool), got other values such as 0.3"),
+        id="invert_mask-0.3",
+    ),
+    pytest.param(
+        lambda: mha_lib.invert_mask(torch.tensor([0.0, float("-inf")])),
+        ValueError, esc("mask must hold only 0 and 1", "this looks like an additive mask"),
+        id="invert_mask-additive",
+    ),
+    pytest.param(
+        lambda: mha_lib.additive_mask(causal_mask(3), torch.int64),
+        TypeError, esc("dtype must be a floating torch.dtype such as torch.float32 (it must hold -inf), got torch.int64"),
+        id="additive_mask-int-dtype",
+    ),
+    pytest.param(
+        lambda: mha_lib.additive_mask(causal_mask(3), torch.bool),
+        TypeError, esc("dtype must be a floating torch.dtype", "got torch.bool"), id="additive_mask-bool-dtype",
+    ),
+    pytest.param(
+        lambda: mha_lib.additive_mask(causal_mask(3), "float32"),
+        TypeError, esc("dtype must be a floating torch.dtype", "got 'float32'"), id="additive_mask-str-dtype",
+    ),
+    pytest.param(
+        lambda: mha_lib.mask_from_valid_lens(torch.tensor([1, 2]), 3.0, 4),
+        TypeError, esc("num_queries must be a positive int, got float 3.0"), id="mask_from_valid_lens-float-T",
+    ),
+    pytest.param(
+        lambda: mha_lib.mask_from_valid_lens(torch.tensor([1, 2]), 3, 0),
+        ValueError, esc("num_keys must be a positive int (>= 1), got 0"), id="mask_from_valid_lens-zero-S",
+    ),
+    pytest.param(
+        # used to say "must have shape (B, S) = (2.5, 5), got (2, 5)"
+        lambda: mha_lib.mask_from_key_padding(torch.zeros(2, 5, dtype=torch.bool), 2.5, 5),
+        TypeError, esc("batch_size must be a positive int, got float 2.5"), id="mask_from_key_padding-float-B",
+    ),
+    pytest.param(
+        lambda: mha_lib.mask_from_key_padding(torch.zeros(2, 5, dtype=torch.bool), 2, "5"),
+        TypeError, esc("num_keys must be a positive int, got str '5'"), id="mask_from_key_padding-str-S",
+    ),
+    pytest.param(
+        lambda: causal_mask(2.0),
+        TypeError, esc("num_queries must be a positive int, got float 2.0"), id="causal_mask-float",
+    ),
+    pytest.param(
+        lambda: mha_lib.merge_heads_flat(torch.randn(5, 3, 2), 2),
+        ValueError, esc("x.shape[0] (5) must be divisible by num_heads (2)"), id="merge_heads_flat-not-divisible",
+    ),
+    # --- strict flags: a truthy stand-in is not True ------------------------------------------------------
+    pytest.param(
+        lambda: small_mha()(x_input(), return_weights="False"),
+        TypeError, esc("return_weights must be True or False, got str 'False'"), id="return_weights-str",
+    ),
+    pytest.param(
+        lambda: mha_lib.SelfAttention(3, 2)(journey_batch(), return_weights=1),
+        TypeError, esc("return_weights must be True or False, got int 1"), id="self_attention-return_weights-int",
+    ),
+    pytest.param(
+        lambda: MultiHeadAttentionWrapper(3, 2, 6, 0.0, 2)(journey_batch(), return_weights="yes"),
+        TypeError, esc("return_weights must be True or False, got str 'yes'"), id="wrapper-return_weights-str",
+    ),
+    pytest.param(
+        lambda: explicit_attention(*qkv(), is_causal="False"),
+        TypeError, esc("is_causal must be True or False, got str 'False'"), id="explicit-is_causal-str",
+    ),
+    pytest.param(
+        lambda: sdpa_attention(*qkv(), is_causal=1),
+        TypeError, esc("is_causal must be True or False, got int 1"), id="sdpa-is_causal-int",
+    ),
+    pytest.param(
+        lambda: mha_lib.ProjectionHeads(4, 2, bias="False"),
+        TypeError, esc("bias must be True or False, got str 'False'"), id="projection_heads-bias-str",
+    ),
+    pytest.param(
+        lambda: mha_lib.GroupedConvHeads(4, 2, bias=0),
+        TypeError, esc("bias must be True or False, got int 0"), id="grouped_conv_heads-bias-int",
+    ),
+    pytest.param(
+        lambda: mha_lib.attention_parameter_count(768, "True"),
+        TypeError, esc("bias must be True or False, got str 'True'"), id="parameter_count-bias-str",
+    ),
+    # --- cross-attention without kv --------------------------------------------------------------------
+    pytest.param(
+        lambda: small_mha(causal=False, d_kv_in=5)(x_input()),
+        ValueError, esc("kv is needed: this layer was built with d_kv_in=5 (cross-attention) but forward got x only",
+                        "layer(x, kv) with kv of shape (B, S, 5)"),
+        id="d_kv_in-without-kv",
+    ),
+    # --- temperature and scale that would overflow -----------------------------------------------------
+    pytest.param(
+        lambda: masked_softmax(torch.randn(3, 3), temperature=1e-300),
+        ValueError, esc("temperature=1e-300 is too small for torch.float32 tensors",
+                        "torch.finfo(torch.float32).tiny"),
+        id="temperature-below-float32-tiny",
+    ),
+    pytest.param(
+        lambda: masked_softmax(torch.randn(3, 3), temperature=float("nan")),
+        ValueError, esc("temperature must be a finite float > 0, got nan"), id="temperature-nan",
+    ),
+    pytest.param(
+        lambda: masked_softmax(torch.randn(3, 3), temperature=10**400),
+        ValueError, esc("temperature must be a finite float > 0, got 10000000000000000000... (401 characters)"),
+        id="temperature-huge-int",
+    ),
+    pytest.param(
+        lambda: explicit_attention(*(torch.full((1, 2, 4), 10.0),) * 3, scale=1e37),
+        ValueError, esc("scale=1e+37 is too large for these q and k: the scaled scores overflow torch.float32 (inf)",
+                        "the usual one is 1/√Dh = 0.5"),
+        id="explicit-scale-overflows",
+    ),
+    pytest.param(
+        lambda: sdpa_attention(*(torch.full((1, 2, 4), 10.0),) * 3, scale=1e37),
+        ValueError, esc("scale=1e+37 is too large for these q and k"), id="sdpa-scale-overflows",
+    ),
+    pytest.param(
+        lambda: explicit_attention(*qkv(), scale=1e39),
+        ValueError, esc("scale=1e+39 is too large for torch.float32 tensors", "torch.finfo(torch.float32).max"),
+        id="scale-beyond-float32",
+    ),
+    pytest.param(
+        lambda: MultiHeadAttention(6, 6, 4, float("nan"), 2),
+        ValueError, esc("dropout must be in [0, 1), got nan"), id="dropout-nan",
+    ),
+    # --- tensors that are not real, dense floats --------------------------------------------------------
+    pytest.param(
+        lambda: small_mha()(x_input().to(torch.complex64)),
+        TypeError, esc("x must be a real floating-point tensor, got dtype torch.complex64"), id="input-complex",
+    ),
+    pytest.param(
+        lambda: small_mha()(x_input().to_sparse()),
+        TypeError, esc("x must be a dense tensor, got layout torch.sparse_coo; convert it with x.to_dense()"),
+        id="input-sparse",
+    ),
+    pytest.param(
+        lambda: small_mha()(torch.ones(B, T, D, dtype=torch.bool)),
+        TypeError, esc("x must be a floating-point tensor, got dtype torch.bool"), id="input-bool",
+    ),
+    pytest.param(
+        lambda: explicit_attention(torch.randn(2, 3, 4).to_sparse(), *qkv()[1:]),
+        TypeError, esc("q must be a dense tensor, got layout torch.sparse_coo"), id="kernel-q-sparse",
+    ),
+    pytest.param(
+        lambda: MultiHeadAttention(6, 6, 4, 0.0, 10**400),
+        ValueError, esc("d_out (6) must be divisible by num_heads (10000000000000000000... (401 characters))",
+                        "try num_heads in [1, 2, 3, 6]"),
+        id="num_heads-huge",
+    ),
+    # --- helpers: seeds, printing, divisors -------------------------------------------------------------
+    pytest.param(
+        lambda: mha_lib.divisors(-6),
+        ValueError, esc("n must be a positive int (>= 1), got -6"), id="divisors-negative",
+    ),
+    pytest.param(
+        lambda: mha_lib.divisors(6.0),
+        TypeError, esc("n must be a positive int, got float 6.0"), id="divisors-float",
+    ),
+    pytest.param(
+        lambda: mha_lib.make_reproducible("123"),
+        TypeError, esc("seed must be an int in [0, 2**64 - 1], got str '123'"), id="make_reproducible-str",
+    ),
+    pytest.param(
+        lambda: mha_lib.make_reproducible(True),
+        TypeError, esc("seed must be an int in [0, 2**64 - 1], got bool True"), id="make_reproducible-bool",
+    ),
+    pytest.param(
+        lambda: mha_lib.make_reproducible(1.5),
+        TypeError, esc("seed must be an int in [0, 2**64 - 1], got float 1.5"), id="make_reproducible-float",
+    ),
+    pytest.param(
+        lambda: mha_lib.make_reproducible(-1),
+        ValueError, esc("seed must be an int in [0, 2**64 - 1], got -1"), id="make_reproducible-negative",
+    ),
+    pytest.param(
+        lambda: mha_lib.make_reproducible(2**64),
+        ValueError, esc("seed must be an int in [0, 2**64 - 1], got 18446744073709551616"),
+        id="make_reproducible-too-large",
+    ),
+    pytest.param(
+        lambda: embed_tokens(["a"], 4, seed=-3),
+        ValueError, esc("seed must be an int in [0, 2**64 - 1], got -3"), id="embed_tokens-negative-seed",
+    ),
+    pytest.param(
+        lambda: embed_tokens(torch.tensor([1, 2]), 4),
+        TypeError, esc("tokens must be a list of str, got Tensor"), id="embed_tokens-tensor",
+    ),
+    pytest.param(
+        lambda: mha_lib.show(torch.ones(2), decimals=2.5),
+        TypeError, esc("decimals must be an int, got float 2.5"), id="show-decimals-float",
+    ),
+    pytest.param(
+        lambda: mha_lib.show(torch.ones(2), decimals=-1),
+        ValueError, esc("decimals must be an int in [0, 16], got -1"), id="show-decimals-negative",
+    ),
+    pytest.param(
+        lambda: mha_lib.show(torch.ones(2), decimals="4"),
+        TypeError, esc("decimals must be an int, got str '4'"), id="show-decimals-str",
+    ),
+    pytest.param(
+        lambda: mha_lib.show(torch.ones(2), sep=0),
+        TypeError, esc("sep must be a str, got int 0"), id="show-sep-int",
+    ),
+    pytest.param(
+        lambda: journey_batch("2"),
+        TypeError, esc("batch_size must be a positive int, got str '2'"), id="journey_batch-str",
+    ),
+    pytest.param(
+        lambda: mha_lib.make_head_former(3, 4, 2),
+        ValueError, esc("kind must be one of ['direct split', 'grouped conv', 'projection'], got 3"),
+        id="make_head_former-int-kind",
+    ),
+    pytest.param(
+        lambda: mha_lib.gpt_parameter_count(768, 0),
+        ValueError, esc("n_layers must be a positive int (>= 1), got 0"), id="gpt_parameter_count-zero-layers",
+    ),
 ]
 
 
@@ -386,7 +678,94 @@ def test_bad_input_raises_a_clear_error(call, error, message):
 
 def test_there_are_enough_distinct_cases():
     ids = [case.id for case in CASES]
-    assert len(set(ids)) == len(ids) >= 25
+    assert len(set(ids)) == len(ids) >= 130
+
+
+# --- issue 12: the right result where a value is legal but used to go wrong -----------------------------------
+
+
+def test_a_bad_d_out_of_a_billion_is_reported_at_once():
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=esc("d_out (1000000000) must be divisible by num_heads (7)",
+                                             "[1, 2, 4, 5, 8, 10, 16, 20, 25, 32, 40, 50, ...] (100 divisors in all)")):
+        MultiHeadAttention(6, 10**9, 4, 0.0, 7)
+    assert time.perf_counter() - start < 1.0  # the old O(n) divisor loop took 54 s
+
+
+def test_divisors_of_large_numbers_are_exact_and_sorted():
+    assert mha_lib.divisors(1) == [1]
+    assert mha_lib.divisors(36) == [1, 2, 3, 4, 6, 9, 12, 18, 36]
+    assert mha_lib.divisors(10**12 + 39) == [1, 10**12 + 39]  # a prime: 10**6 steps, not 10**12
+    assert len(mha_lib.divisors(10**9)) == 100
+
+
+def test_a_tiny_but_representable_temperature_gives_the_one_hot_argmax_not_nan():
+    scores = torch.tensor([[1.0, 3.0, 2.0], [5.0, 5.0, -1.0]])
+    weights = masked_softmax(scores, temperature=1e-30)
+    torch.testing.assert_close(weights, torch.tensor([[0.0, 1.0, 0.0], [0.5, 0.5, 0.0]]))
+    masked = masked_softmax(scores, torch.tensor([True, False, True]), temperature=1e-30)
+    torch.testing.assert_close(masked, torch.tensor([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]))
+
+
+def test_a_huge_temperature_gives_the_uniform_row():
+    weights = masked_softmax(torch.tensor([[1e30, -1e30, 0.0]]), temperature=3e38)
+    torch.testing.assert_close(weights, torch.full((1, 3), 1 / 3))
+
+
+def test_nan_in_gives_nan_out_in_that_row_only():
+    scores = torch.tensor([[1.0, float("nan")], [1.0, 2.0]])
+    for weights in (masked_softmax(scores), masked_softmax(scores, temperature=0.5), mha_lib.stable_softmax(scores)):
+        assert torch.isnan(weights[0]).all() and torch.isfinite(weights[1]).all()
+
+
+@pytest.mark.parametrize("convert", [mha_lib.fused_from_split, mha_lib.torch_mha_from])
+@pytest.mark.parametrize("training", [False, True])
+def test_conversions_keep_train_or_eval_mode(convert, training):
+    assert convert(small_mha().train(training)).training is training
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_split_from_wrapper_keeps_train_or_eval_mode(training):
+    wrapper = MultiHeadAttentionWrapper(3, 2, 6, 0.1, 2).train(training)
+    assert split_from_wrapper(wrapper).training is training
+
+
+@pytest.mark.parametrize(("text", "tokens"), [
+    ("I ❤️ 👩🏽‍💻!", ["I", "❤️", "👩🏽\u200d💻", "!"]),  # variation selector; skin tone + ZWJ sequence
+    ("👍🏽 ok", ["👍🏽", "ok"]),  # skin-tone modifier
+    ("👨‍👩‍👧 🇫🇷", ["👨\u200d👩\u200d👧", "🇫🇷"]),  # a family (two ZWJ), a flag (two regional indicators)
+    ("cafe\u0301 noe\u0308l", ["cafe\u0301", "noe\u0308l"]),  # combining accents stay in their word
+    ("x \ufe0f \u200d y", ["x", "y"]),  # stray selector / joiner after a space: no blank token
+    ("LLM with me.郭同学", ["LLM", "with", "me", ".", "郭", "同", "学"]),
+])
+def test_tokenize_keeps_grapheme_clusters_whole(text, tokens):
+    assert tokenize(text) == tokens
+
+
+def test_fully_stray_joiners_are_not_a_token():
+    with pytest.raises(ValueError, match=esc("text must contain at least one word or symbol")):
+        tokenize("\u200d \ufe0f")
+
+
+def test_validation_keeps_the_forward_pass_cheap():
+    """The checks are attribute reads: no tensor pass and no device sync on the modules' path (measured in the
+    issue-12 note: 89 -> about 90 µs for a (2, 8, 16) forward). Here: the explicit-scale overflow check, the
+    only one that reads tensor values, is not run by the modules."""
+    mha = small_mha().eval()
+    calls = []
+    original = torch.isfinite
+
+    def spy(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    torch.isfinite = spy
+    try:
+        with torch.no_grad():
+            mha(x_input())
+    finally:
+        torch.isfinite = original
+    assert calls == []
 
 
 # --- fully masked rows: zeros, never NaN ----------------------------------------------------------------
