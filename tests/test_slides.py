@@ -231,12 +231,22 @@ def test_export_of_the_sample_gives_its_slides_and_loads_nothing_from_the_networ
     assert re.search(r">1\. First section<", html) and "~10 min" not in html
     # the predict cell's answer stays inside its folded <details> block (one click away, as in the notebook)
     assert re.search(r"<summary>Answer</summary>(?:(?!</details>).)*This\.", html, re.DOTALL)
+    assert "hl-ipython3" in html  # code cells are shown (test_export_without_code drops them)
     assert "NotImplementedError" in html and "check_f(f)" not in html and "untagged" not in html
     external = re.findall(r"""<(?:script|link)[^>]+(?:src|href)=["']((?:https?:)?//[^"']+)""", html)
     assert external == []
     assert (tmp_path / "decks" / "reveal.js" / "dist" / "reveal.js").is_file()
     assert (tmp_path / "decks" / "mathjax" / "MathJax.js").is_file()
     assert 'src="reveal.js/dist/reveal.js"' in html and 'src="mathjax/MathJax.js?config=' in html
+
+
+def test_export_without_code(tmp_path):
+    nb, _ = sample_notebook()
+    nbformat.write(nb, tmp_path / "sample.ipynb")
+    (deck,) = slides.export([tmp_path / "sample.ipynb"], tmp_path / "decks", no_input=True)
+    html = deck.read_text(encoding="utf-8")
+    assert "NotImplementedError" not in html and "hl-ipython3" not in html  # no code cell input
+    assert _sections(html) == (4, 7) and "Write f." in html
 
 
 def test_export_of_a_chapter_has_the_slides_the_rules_give(tmp_path):
