@@ -7,7 +7,7 @@ Every measurement of the chapter runs on these sentences (and on what a student 
     REPETITION          a word that comes back later in the sentence
     LISTS               enumerations with commas and "and"
     PLAIN               ordinary sentences of different lengths
-    PARAPHRASE_PAIRS    pairs that say the same thing in other words
+    PARAPHRASE_PAIRS    pairs that say the same thing in other words (few: 72 ablations run on them live)
     UNRELATED_PAIRS     pairs on different topics, made from the paraphrase sentences (no extra sentences)
 
 All words named in ``COREFERENCE`` occur once in their sentence and are one word piece each for the model's
@@ -52,6 +52,7 @@ REPETITION: tuple[str, ...] = (
     "The plan worked because the plan was simple.",
     "She said yes, and then she said yes again.",
     "Every morning the train is late, and every evening the train is late too.",
+    "The door was open, so I closed the door.",
 )
 
 LISTS: tuple[str, ...] = (
@@ -61,6 +62,7 @@ LISTS: tuple[str, ...] = (
     "Bring a pen, a notebook, a ruler and a calculator.",
     "The recipe needs flour, sugar, eggs, butter and milk.",
     "One, two, three, four, five, six, seven.",
+    "Paris, Rome, Madrid and Berlin are capitals.",
 )
 
 PLAIN: tuple[str, ...] = (
@@ -72,16 +74,17 @@ PLAIN: tuple[str, ...] = (
     "Rain is expected over the mountains tomorrow.",
     "Please turn off the lights when you leave.",
     "The children built a castle out of sand.",
+    "The soup needs a little more salt.",
+    "How do I reset my password?",
+    "This phone has a very long battery life.",
+    "He missed the bus and arrived late to work.",
 )
 
 PARAPHRASE_PAIRS: tuple[tuple[str, str], ...] = (
     ("The cat is sleeping on the sofa.", "A cat naps on the couch."),
-    ("How do I reset my password?", "What are the steps to change a forgotten password?"),
     ("The concert was cancelled because of the storm.", "Bad weather forced the organisers to call off the show."),
     ("She is learning to play the guitar.", "She takes guitar lessons."),
     ("The price of bread went up last month.", "Bread became more expensive last month."),
-    ("He missed the bus and arrived late to work.", "Because he did not catch the bus, he got to work late."),
-    ("This phone has a very long battery life.", "The battery of this phone lasts a long time."),
     ("The museum is closed on Mondays.", "You cannot visit the museum on a Monday."),
 )
 
