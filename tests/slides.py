@@ -40,6 +40,7 @@ cannot run in a deck, are replaced by a one-line note when no static figure stan
 from __future__ import annotations
 
 import argparse
+import ast
 import copy
 import importlib.util
 import re
@@ -62,7 +63,6 @@ STATIC_WIDGET_MARK = "mha_lib_static_widget"  # mha_lib.static_widgets.MARK (not
 IMAGE_MIMES = ("image/png", "image/jpeg", "image/svg+xml")
 LONG_FIGURE_CODE = 12  # a figure cell with more code lines than this shows only its figure in the deck
 HEADING = re.compile(r"^(#{1,6})\s+\S")
-CHECKER_CALL = re.compile(r"^\s*check_\w+\(")
 
 # reveal.js and MathJax, read from the packages that ship them (found without importing them: sphinx_revealjs
 # imports Sphinx at import time)
@@ -191,16 +191,21 @@ def widget_picture(cell) -> bool:
 
 
 def is_checker(cell) -> bool:
-    """An exercise's checker cell: it imports from ``mha_lib.exercises`` or only calls ``check_*``."""
+    """An exercise's checker cell: it calls ``check_*(...)`` and does nothing else but import (a chapter's
+    imports cell that also imports the checkers stays on the slides)."""
     if cell.get("cell_type") != "code":
         return False
-    code = [line for line in _source(cell).splitlines() if line.strip() and not line.lstrip().startswith("#")]
-    if not code:
+    try:
+        statements = ast.parse(_source(cell)).body
+    except SyntaxError:  # IPython magics: not a checker cell
         return False
-    if any("mha_lib.exercises" in line for line in code):
-        return True
-    return any(CHECKER_CALL.match(line) for line in code) and all(
-        CHECKER_CALL.match(line) or line.lstrip().startswith(("from ", "import ")) for line in code)
+
+    def is_check(node) -> bool:
+        call = node.value if isinstance(node, ast.Expr) else None
+        return (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+                and call.func.id.startswith("check_"))
+    return any(is_check(node) for node in statements) and all(
+        is_check(node) or isinstance(node, (ast.Import, ast.ImportFrom)) for node in statements)
 
 
 def is_hidden_block(cell) -> bool:

@@ -63,7 +63,7 @@ def sample_notebook():
         (_tagged(new_markdown_cell("[![Open In Colab](badge.svg)](x)"), "colab-badge"), "skip"),
         (new_markdown_cell("# Chapter 9 · A title\n\n**Class time:** about 45 min"), "slide"),
         (_tagged(new_code_cell("import sys"), "colab-setup"), "skip"),
-        (new_code_cell("import torch"), "-"),
+        (new_code_cell("import torch\nfrom mha_lib.exercises.ch09_efficiency import check_f"), "-"),  # imports
         (_with_notes(new_markdown_cell("## 1. First section · ~10 min\n\nText."), ["Say this first."]), "slide"),
         (_tagged(new_markdown_cell("**Predict before you run.** What?\n\n<details><summary>Answer</summary>\n\n"
                                    "This.\n</details>"), "predict"), "-"),  # first thing under its heading
@@ -78,7 +78,7 @@ def sample_notebook():
                  "exercise"), "-"),  # first thing under "A sub-part"
         (new_code_cell("def f(x):\n    raise NotImplementedError  # your code here"), "-"),
         (new_code_cell("from mha_lib.exercises.ch09_efficiency import check_f\n\ncheck_f(f)"), "skip"),
-        (new_code_cell("check_g(g)"), "skip"),
+        (new_code_cell("check_g(\n    g,\n    seed=1,\n)"), "skip"),
         (_tagged(new_markdown_cell("<details><summary>Hint</summary>\n\nh\n</details>\n\n<details><summary>"
                                    "Solution</summary>\n\n```python\n# solution\n```\n</details>"), "solution"),
          "skip"),
