@@ -48,6 +48,7 @@ MIN_LABEL_PX = 10.0
 MAX_HEIGHT_IN = 9.0  # 900 px: fits a 1080-line screen or projector below the notebook's toolbar
 MAX_WIDTH_IN = 12.0  # 1200 px: a notebook's output area on a 1366-px screen shows it without scaling it down
 MAX_COLUMNS = 8
+PAD_IN = 0.08  # margin around the figure's content
 # A row is left out of an automatic range when the rest of the data spans less than this share of it: a row of
 # weights with a single key (weight 1 by construction, it says nothing) as soon as that gains 10 % of contrast;
 # a row of scores only when it is a real outlier (1.5 × every other row).
@@ -262,6 +263,7 @@ def plot_heads(
     use_cjk_fallback()  # tokens in any script get real glyphs, not boxes
     lay = _layout(H, ncols, panel_size, query_labels, key_labels, head_titles, title, len(notes))
     fig = Figure(figsize=lay.size, dpi=DPI, layout="constrained")
+    fig.get_layout_engine().set(h_pad=PAD_IN, w_pad=PAD_IN)  # rotated labels can settle a few px further out
     axes = fig.subplots(lay.rows, lay.cols, squeeze=False)
     colours = _colormap(cmap, scale.cmap)
     norm = _norm(scale)
@@ -277,8 +279,10 @@ def plot_heads(
             _hatch(ax, nans[h])
         ax.set_title(head_titles[h] if head_titles else (f"head {h}" if H > 1 else "attention"),
                      fontsize=TITLE_PT)
-        _ticks(ax.xaxis, key_labels, lay.panel, 90 if rotate else 0)
-        _ticks(ax.yaxis, query_labels, lay.panel, 0)
+        # the panels share their axes (as in the explorer): query labels on the first column, key labels under
+        # the lowest panel of each column, which leaves the room to the matrices
+        _ticks(ax.xaxis, key_labels if h + lay.cols >= H else None, lay.panel, 90 if rotate else 0)
+        _ticks(ax.yaxis, query_labels if h % lay.cols == 0 else None, lay.panel, 0)
         ax.tick_params(length=0, pad=2)
         if h % lay.cols == 0:
             ax.set_ylabel("query (row attends …)", fontsize=TITLE_PT)
@@ -354,6 +358,7 @@ def plot_stages(
     n_rows, n_cols = len(arrays), len(heads)
     panel, size = _fit_stage_grid(n_rows, n_cols, panel_size, labels, keys, title)
     fig = Figure(figsize=size, dpi=DPI, layout="constrained")
+    fig.get_layout_engine().set(h_pad=PAD_IN, w_pad=PAD_IN)  # rotated labels can settle a few px further out
     axes = fig.subplots(n_rows, n_cols, squeeze=False)
     notes = []
     rotate = any(_text_width(k, LABEL_PT) > 0.9 * panel / S for k in keys)
@@ -510,8 +515,8 @@ def _ticks(axis, labels, panel_in: float, rotation: int) -> None:
     if labels is None:
         axis.set_ticks([])
         return
-    per_token = panel_in * DPI / max(len(labels), 1)  # pixels per token
-    step = max(1, math.ceil(px(LABEL_PT) * 1.1 / per_token))
+    per_token = 0.95 * panel_in * DPI / max(len(labels), 1)  # pixels per token (the layout may take a few)
+    step = max(1, math.ceil(px(LABEL_PT) * 0.95 / per_token))  # glyphs are a little shorter than the em
     positions = list(range(0, len(labels), step))
     axis.set_ticks(positions, [labels[i] for i in positions], fontsize=LABEL_PT, rotation=rotation)
     if rotation:
@@ -536,8 +541,8 @@ def _layout(H, ncols, panel_size, query_labels, key_labels, head_titles, title, 
     query_label = max(_text_width(label, LABEL_PT) for label in query_labels)
     key_label = max(_text_width(label, LABEL_PT) for label in key_labels)
     title_lines = max((t.count("\n") + 1 for t in head_titles), default=1) if head_titles else 1
-    per_col = query_label + 0.2  # every panel has its query labels on its left, and a gap
-    extra_w = 0.35 + 1.1  # the axis name; the colour bar, its ticks and its label
+    per_col = 0.12  # the gap between panels
+    extra_w = query_label + 0.1 + 0.3 + 1.1  # query labels and axis name; the colour bar, its ticks and label
     fixed_h = key_label + 0.35 + (0.3 * (title.count("\n") + 1) if title else 0) + 0.22 * notes + 0.15
     row_h = 0.2 * title_lines + 0.12  # a panel title and the gap above it
 

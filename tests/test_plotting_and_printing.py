@@ -58,9 +58,14 @@ def test_batched_weights_pick_the_sequence_given_by_batch_index():
 def test_tick_labels_are_the_tokens_on_both_axes():
     keys = ["k0", "k1", "k2", "k3"]
     fig = mha_lib.plot_heads(_weights(2, 3, 4), LABELS, keys)
-    for ax in _image_axes(fig):
-        assert [t.get_text() for t in ax.get_yticklabels()] == LABELS  # rows: queries
-        assert [t.get_text() for t in ax.get_xticklabels()] == keys  # columns: keys
+    first, second = _image_axes(fig)
+    assert [t.get_text() for t in first.get_yticklabels()] == LABELS  # rows: queries
+    assert [t.get_text() for t in first.get_xticklabels()] == keys  # columns: keys
+    assert [t.get_text() for t in second.get_xticklabels()] == keys
+    assert second.get_yticklabels() == []  # the panels of a row share the query labels of the first one
+    grid = _image_axes(mha_lib.plot_heads(_weights(8, 3, 4), LABELS, keys, ncols=4))
+    assert [bool(ax.get_xticklabels()) for ax in grid] == [False] * 4 + [True] * 4  # key labels: lowest row
+    assert [bool(ax.get_yticklabels()) for ax in grid] == [True, False, False, False] * 2
     square = mha_lib.plot_heads(_weights(1, 3, 3), LABELS)  # T == S: the keys reuse the query labels
     ax = _image_axes(square)[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == LABELS
