@@ -394,7 +394,10 @@ def chapter_markdown(chapter: Chapter) -> str:
                 when = f"{clock}"
             out.append(f"| {number} | {section.title} | {minutes} | {when} |")
         optional = f", optional parts {chapter.optional_minutes} min" if chapter.optional_minutes else ""
-        out += ["", f"Core sections add up to {chapter.core_minutes} min{optional}.", ""]
+        stated = MINUTES.search(chapter.class_time)
+        differs = (f" (the chapter states {stated.group(0)}: plan for the difference)"
+                   if stated and int(stated.group(1)) != chapter.core_minutes else "")
+        out += ["", f"Core sections add up to {chapter.core_minutes} min{differs}{optional}.", ""]
 
         if any(section.notes for section in chapter.sections):
             out += ["### Talking points", ""]

@@ -160,6 +160,7 @@ def test_the_guide_of_a_chapter_reads_as_a_handout(tmp_path, monkeypatch):
     assert "| Chapter 99 · A sample | about 45 min (+ 10 min optional) | 45 min | 1 | 1 | 1 |" in text
     assert ("| 1 | 1. First | 30 | 30 |\n| 2 | 2. Second | 15 | 45 |\n"
             "| 3 | Optional · The extra part | 10 | optional |") in text
+    assert "Core sections add up to 45 min, optional parts 10 min." in text
     assert "**1. First**\n\n- Say this first.\n- Then ask that." in text
     assert "1. *(1. First)*\n\n   What shape?\n\n   **Answer.**\n\n   `(2, 6, 4)`: two heads." in text
     assert "#### Exercise 99.1 · Do it (★★☆ · ~7 min)" in text
@@ -182,6 +183,7 @@ def test_a_chapter_without_markers_is_reported_not_fatal(tmp_path):
         "predict cell without a <details> answer: 'No answer here.'",
     ]
     text = tg.guide_markdown([path])
+    assert "Core sections add up to 0 min." in text  # nothing stated, nothing to compare
     assert "class time: **not stated**" in text and "> **Not yet marked up:** no `**Class time:**" in text
 
 
@@ -213,3 +215,11 @@ def test_committed_guide_is_what_the_notebooks_give():
     committed = tg.GUIDE.read_text(encoding="utf-8")
     assert committed == expected, "notebooks/TEACHERS_GUIDE.md is stale: run `make notebooks` " \
                                   "(or `python tests/teachers_guide.py`)"
+
+
+def test_the_guide_says_when_the_sections_do_not_add_up_to_the_class_time(tmp_path, monkeypatch):
+    monkeypatch.setattr(tg, "EXERCISES", tmp_path)
+    chapter = tg.read_chapter(sample_chapter(tmp_path))
+    chapter.class_time = "about 50 min"
+    assert "Core sections add up to 45 min (the chapter states 50 min: plan for the difference), optional parts " \
+           "10 min." in tg.chapter_markdown(chapter)
