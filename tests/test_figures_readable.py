@@ -40,7 +40,17 @@ SEED_002 = "LLM with me.郭同学热爱AI喜欢游戏"
 
 
 def _texts(fig) -> list[Text]:
-    return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    """The texts that are drawn: visible, not empty, and not the labels of ticks outside the axis's range
+    (matplotlib keeps those as artists but never draws them)."""
+    hidden = set()
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            lo, hi = sorted(axis.get_view_interval())
+            slack = 1e-9 * max(abs(lo), abs(hi), 1.0)
+            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
+                if not lo - slack <= tick.get_loc() <= hi + slack:
+                    hidden.update({id(tick.label1), id(tick.label2)})
+    return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip() and id(t) not in hidden]
 
 
 def _check_readable(fig, dpi: float | None = None) -> FigureCanvasAgg:
@@ -130,8 +140,12 @@ def test_the_measure_can_fail():
     fig.add_subplot().set_title("tiny", fontsize=6)
     with pytest.raises(AssertionError, match="smaller than 10"):
         _check_readable(fig)
-    with pytest.raises(AssertionError):
+    with pytest.raises(AssertionError, match="taller|1000"):
         _check_size(Figure(figsize=(4, 10), dpi=100))
+    fig = Figure(figsize=(4, 3), dpi=100)
+    fig.text(0.9, 0.5, "a label that runs off the edge", fontsize=10)
+    with pytest.raises(AssertionError, match="cut off"):
+        _check_readable(fig)
 
 
 # --- the explorer's picture -----------------------------------------------------------------------------------
