@@ -54,12 +54,11 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 DEFAULT_OUT = ROOT / "build" / "slides"
 
-SLIDE_TYPES = ("slide", "subslide", "fragment", "skip", "notes", "-")
 SKIP_TAGS = {"colab-badge", "colab-setup", "hint", "solution"}
 SCREEN_TAGS = ("predict", "discussion", "exercise")  # each gets a screen of its own
 SCREEN_PREFIXES = {"predict": "**Predict before you run.**", "discussion": "**Discuss.**", "exercise": "**Exercise"}
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
-STATIC_WIDGET_MARK = "mha_lib_static_widget"  # mha_lib.static_widgets.MARK (not imported: tests/ reads files only)
+STATIC_WIDGET_MARK = "mha_lib_static_widget"  # = mha_lib.static_widgets.MARK (slides.py imports nothing from mha_lib)
 IMAGE_MIMES = ("image/png", "image/jpeg", "image/svg+xml")
 LONG_FIGURE_CODE = 12  # a figure cell with more code lines than this shows only its figure in the deck
 HEADING = re.compile(r"^(#{1,6})\s+\S")
