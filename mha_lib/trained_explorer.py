@@ -83,8 +83,10 @@ class TrainedHeads:
         if not isinstance(head, int) or isinstance(head, bool) or not 0 <= head < self.num_heads:
             raise ValueError(f"head must be an int from 0 to {self.num_heads - 1} (counted from 0), got {head!r}")
         found = self.heads(sentence)
-        best, where = found.weights[self.check_layer(layer), head].max(dim=-1)  # (T, T) -> (T,), (T,)
-        return [(q, found.tokens[int(k)], float(w)) for q, k, w in zip(found.tokens, where, best)]
+        # numpy, not torch: a torch reduction may wake a second thread, which costs milliseconds on a busy CPU
+        matrix = found.weights[self.check_layer(layer), head].numpy()  # (T, T)
+        where = matrix.argmax(axis=-1)  # (T,): the key each query attends to most
+        return [(q, found.tokens[int(k)], float(matrix[t, k])) for t, (q, k) in enumerate(zip(found.tokens, where))]
 
 
 def links_html(links: list[tuple[str, str, float]], layer: int, head: int) -> str:
