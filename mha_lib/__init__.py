@@ -12,6 +12,12 @@ Read the package top-down in the order the chapters teach it:
     printing.py     ``show``: device-independent printing;  plotting.py  per-head heatmaps (lazy matplotlib)
     fonts.py        CJK glyphs for token labels;  widgets.py  the explorers (lazy ipywidgets; _fast_render.py)
     exercises/      the chapters' exercise checkers, one module per chapter
+
+Chapter 10, a trained model (imported on use, so ``import mha_lib`` never loads transformers):
+
+    pretrained.py   all-MiniLM-L6-v2 offline; BERT attention -> MultiHeadAttention; the encoder on it; ablation
+    head_roles.py   per-head scores (previous/next/own token, [CLS], [SEP], entropy, coreference)
+    corpus.py       the chapter's sentences;  trained_explorer.py / trained_plots.py  its explorer and figures
 """
 
 from .conversions import fused_from_split, split_from_wrapper, torch_mha_from
