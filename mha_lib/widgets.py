@@ -238,19 +238,20 @@ def sentence_choices(sentences=None) -> dict[str, str]:
 
 
 def _describe(stage: str, num_heads: int, tokens, d_model: int, causal: bool, scaled: bool, temperature: float,
-              values: Tensor | None = None, scale: ColourScale | None = None):
+              values: Tensor | None = None, scale: ColourScale | None = None, *, controls: bool = True):
     """One line that says what the picture shows, and notes (the explorer's caption and the figure's title).
 
-    With ``values``, NaN entries are counted in a note; with ``scale``, its outlier note is passed on.
+    With ``values``, NaN entries are counted in a note; with ``scale``, its outlier note is passed on;
+    ``controls=False`` (the static figure) leaves out what is said about the controls.
     """
     parts = [f"{num_heads} head{'s' if num_heads > 1 else ''} × {len(tokens)} tokens",
              f"D = {d_model}, Dh = {d_model // num_heads}", STAGE_NAMES[stage]]
     notes = []
-    if stage == "scores":
+    if stage == "scores" and controls:
         notes.append("scaling, mask and temperature come later: their controls are greyed out")
     if stage == "scaled" and not scaled:
         notes.append("scaling is off: same as the raw scores")
-    if stage == "scaled":
+    if stage == "scaled" and controls:
         notes.append("the mask and the temperature come later: greyed out")
     if stage == "masked" and not causal:
         notes.append("causal mask is off: nothing is masked")
@@ -258,7 +259,7 @@ def _describe(stage: str, num_heads: int, tokens, d_model: int, causal: bool, sc
         parts.append(f"temperature {temperature:.2f}")
     else:
         notes.append("temperature acts in the softmax: pick the weights to see it"
-                     if temperature != 1.0 or stage == "masked" else "")
+                     if controls and (temperature != 1.0 or stage == "masked") else "")
     if values is not None:
         count = int(torch.isnan(values).sum())
         if count:
@@ -291,8 +292,9 @@ def explorer_figure(
                               temperature=temperature, seed=seed)
     values = getattr(stages, stage)
     scale = colour_scale(stage, values, scaled=scaled, tokens=stages.tokens)
-    title, notes = _describe(stage, num_heads, stages.tokens, d_model, causal, scaled, temperature)
-    # plot_heads adds its own notes under the figure: grey = masked, NaN, the row left out of the range
+    title, notes = _describe(stage, num_heads, stages.tokens, d_model, causal, scaled, temperature, scale=scale,
+                             controls=False)
+    # plot_heads adds its own notes under the figure: grey = masked, NaN
     return plot_heads(values, stages.tokens, title="\n".join([title, *notes]) if notes else title,
                       quantity="weights" if stage == "weights" else "scores", nan="show",
                       mask=torch.from_numpy(~_blocked(stages, stage)) if stage == "weights" else None,
