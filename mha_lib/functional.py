@@ -135,7 +135,7 @@ def masked_softmax(
     temperature = check_positive_float("temperature", temperature)  # checked even when 1: True is not a temperature
     dim = check_dim("dim", dim, scores, "scores")
     if mask is not None:
-        check_keep_mask("mask", mask, scores.shape)
+        check_keep_mask("mask", mask, scores.shape, scores.device)
     if temperature != 1.0:
         check_float_fits("temperature", temperature, scores.dtype, divides=True)
         if scores.numel():
@@ -250,7 +250,7 @@ def _check_qkv(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> None:
             f"k {tuple(k.shape)}, v {tuple(v.shape)}"
         )
     if mask is not None:
-        check_keep_mask("mask", mask, (*q.shape[:-1], k.shape[-2]))  # scores (..., T, S)
+        check_keep_mask("mask", mask, (*q.shape[:-1], k.shape[-2]), q.device)  # scores (..., T, S)
 
 
 def explicit_attention(

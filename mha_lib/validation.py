@@ -232,7 +232,7 @@ def check_bool_mask(name: str, mask, shape: tuple[int, ...], layout: str) -> Ten
     return mask
 
 
-def check_keep_mask(name: str, mask, target: tuple[int, ...]) -> Tensor:
+def check_keep_mask(name: str, mask, target: tuple[int, ...], device: torch.device | None = None) -> Tensor:
     """A ``torch.bool`` keep mask (``True`` = attend) that broadcasts to the scores' shape ``target`` (..., T, S).
 
     A mask with more (or longer) dimensions than the scores is refused: it would silently enlarge the result.
@@ -243,6 +243,10 @@ def check_keep_mask(name: str, mask, target: tuple[int, ...]) -> Tensor:
             f"{name} must be a torch.bool keep mask (True = attend), got dtype {mask.dtype}; "
             f"convert a 0/1 mask with mha_lib.mask_from_allowed({name}) (1 = attend, e.g. a tril buffer) or "
             f"mha_lib.mask_from_blocked({name}) (1 = blocked, e.g. triu(..., diagonal=1) or nn.MultiheadAttention)"
+        )
+    if device is not None and mask.device != device:
+        raise ValueError(
+            f"{name} is on {mask.device} but the scores are on {device}; move the mask with {name}.to({device.type!r})"
         )
     if not _broadcasts_to(tuple(mask.shape), tuple(target)):
         raise ValueError(

@@ -15,6 +15,8 @@ import pytest
 import torch
 
 import mha_lib
+from mha_lib.exercises import ch08_putting_it_together as ch08
+from mha_lib.exercises import ch09_efficiency as ch09
 from mha_lib import (
     FusedMultiHeadAttention,
     MultiHeadAttention,
@@ -661,6 +663,32 @@ CASES = [
         lambda: mha_lib.make_head_former(3, 4, 2),
         ValueError, esc("kind must be one of ['direct split', 'grouped conv', 'projection'], got 3"),
         id="make_head_former-int-kind",
+    ),
+    pytest.param(
+        lambda: masked_softmax(torch.ones(2, 2), torch.ones(2, 2, dtype=torch.bool, device="meta")),
+        ValueError, esc("mask is on meta but the scores are on cpu; move the mask with mask.to('cpu')"),
+        id="masked_softmax-mask-other-device",
+    ),
+    pytest.param(
+        lambda: explicit_attention(*qkv(), mask=torch.ones(3, 3, dtype=torch.bool, device="meta")),
+        ValueError, esc("mask is on meta but the scores are on cpu"), id="kernel-mask-other-device",
+    ),
+    pytest.param(
+        lambda: ch08.forward_variant(small_mha(), x_input(), mask="Causal"),
+        ValueError, esc("mask must be one of ['causal', 'none', 'diagonal', 'after'], got 'Causal'"),
+        id="forward_variant-mask-kind",
+    ),
+    pytest.param(
+        lambda: ch08.forward_variant(torch.nn.Linear(2, 2), x_input()),
+        TypeError, esc("layer must be a mha_lib.MultiHeadAttention, got Linear"), id="forward_variant-layer",
+    ),
+    pytest.param(
+        lambda: ch09.count_new_tensors(len, [1], rows=0),
+        ValueError, esc("rows must be a positive int (>= 1), got 0"), id="count_new_tensors-rows",
+    ),
+    pytest.param(
+        lambda: ch09.count_new_tensors("fn", rows=3),
+        TypeError, esc("fn must be a function to run, got str"), id="count_new_tensors-not-callable",
     ),
     pytest.param(
         lambda: mha_lib.gpt_parameter_count(768, 0),

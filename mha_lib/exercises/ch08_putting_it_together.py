@@ -18,6 +18,7 @@ import torch
 from ..functional import attention_scores, merge_heads, split_heads
 from ..masks import causal_mask
 from ..modules import MultiHeadAttention
+from ..validation import check_flag, check_sequence
 from . import Feedback, _close, attempt, compare, failed, refuse
 
 Tensor = torch.Tensor
@@ -63,6 +64,10 @@ def _layer_and_input() -> tuple[MultiHeadAttention, Tensor]:
     return layer, x
 
 
+MASK_KINDS = ("causal", "none", "diagonal", "after")
+LAYOUT_KINDS = ("right", "no_transpose")
+
+
 def forward_variant(
     layer: MultiHeadAttention,
     x: Tensor,
@@ -79,6 +84,14 @@ def forward_variant(
     ``mask``: "causal", "none", "diagonal" (seed 002: the diagonal blocked too) or "after" (zeroed after the
     softmax). ``softmax_dim=None`` skips the softmax. ``split``/``merge``: "right" or "no_transpose".
     """
+    if not isinstance(layer, MultiHeadAttention):
+        raise TypeError(f"layer must be a mha_lib.MultiHeadAttention, got {type(layer).__name__}")
+    check_sequence("x", x, layer.d_in)
+    for name, value, allowed in (("mask", mask, MASK_KINDS), ("split", split, LAYOUT_KINDS),
+                                 ("merge", merge, LAYOUT_KINDS)):
+        if not isinstance(value, str) or value not in allowed:
+            raise ValueError(f"{name} must be one of {list(allowed)}, got {value!r}")
+    check_flag("out_proj", out_proj)
     Bx, Tx, Dx = x.shape
     H_, Dh_ = layer.num_heads, layer.head_dim
     heads = []

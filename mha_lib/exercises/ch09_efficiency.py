@@ -22,6 +22,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from ..functional import explicit_attention
+from ..validation import check_int, check_positive_int
 from . import Feedback, attempt, compare, failed, passed, refuse
 
 Tensor = torch.Tensor
@@ -80,7 +81,12 @@ def count_new_tensors(fn: Callable, *args, rows: int, cols: int | None = None, m
     ``min_numel`` (default ``2 · rows · cols``) leaves out plain ``(T, S)`` masks and score matrices without a
     batch or head dimension. The result of ``fn`` is kept in ``.result``.
     """
-    cols = rows if cols is None else cols
+    if not callable(fn):
+        raise TypeError(f"fn must be a function to run, got {type(fn).__name__}")
+    rows = check_positive_int("rows", rows)
+    cols = rows if cols is None else check_positive_int("cols", cols)
+    if min_numel is not None:
+        min_numel = check_int("min_numel", min_numel, low=0)
     count = TensorCount()
     inputs = (*args, *kwargs.values())
     with _Watcher(count, rows, cols, 2 * rows * cols if min_numel is None else min_numel, inputs):
