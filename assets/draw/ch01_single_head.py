@@ -22,12 +22,16 @@ from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
 import mha_lib
+from mha_lib.plotting import COLORMAPS
 
 ASSETS = Path(__file__).resolve().parents[1]
 DPI = 100
 TOKENS = mha_lib.JOURNEY_TOKENS
 READ_ROW = 1  # "journey"
-COLOURS = {"X": "Greys", "Q": "Blues", "K": "Oranges", "V": "Greens", "S": "Greys", "A": "Purples", "Z": "BuGn"}
+# colour = which matrix (a light tint, so the digits stay readable); the scores and the weights use the maps the
+# whole series uses for them (mha_lib.plotting.COLORMAPS): diverging centred on 0, and sequential from 0
+COLOURS = {"X": "Greys", "Q": "Blues", "K": "Oranges", "V": "Greens", "S": COLORMAPS["scores"],
+           "A": COLORMAPS["weights"], "Z": "BuGn"}
 
 
 def worked_example() -> dict[str, torch.Tensor]:
@@ -46,13 +50,22 @@ def _matrix(ax, x0: float, y0: float, values: torch.Tensor, name: str, title: st
     """Draw ``values`` cell by cell, tinted by value, with a title above and optional token labels."""
     cmap = colormaps[COLOURS[name]]
     lo, hi = float(values.min()), float(values.max())
+    bound = max(abs(lo), abs(hi)) or 1.0
     rows, cols = values.shape
     for r in range(rows):
         for c in range(cols):
             value = float(values[r, c])
-            tint = 0.08 + 0.5 * (value - lo) / (hi - lo if hi > lo else 1.0)  # light enough to read the digits
-            ax.add_patch(Rectangle((x0 + c, y0 + r), 1, 1, facecolor=cmap(tint), edgecolor="white", lw=1.2))
-            ax.text(x0 + c + 0.5, y0 + r + 0.5, f"{value:.2f}", ha="center", va="center", fontsize=8)
+            if name == "S":  # scores: centred on 0, as every score heatmap of the series (kept light: digits)
+                level = 0.5 + 0.35 * value / bound
+            elif name == "A":  # weights: 0 … the largest weight, the full sequential map
+                level = value / (hi if hi > 0 else 1.0)
+            else:
+                level = 0.08 + 0.5 * (value - lo) / (hi - lo if hi > lo else 1.0)  # light enough for the digits
+            face = cmap(level)
+            dark = 0.299 * face[0] + 0.587 * face[1] + 0.114 * face[2] < 0.5  # white digits on dark cells
+            ax.add_patch(Rectangle((x0 + c, y0 + r), 1, 1, facecolor=face, edgecolor="white", lw=1.2))
+            ax.text(x0 + c + 0.5, y0 + r + 0.5, f"{value:.2f}", ha="center", va="center", fontsize=8,
+                    color="white" if dark else "black")
     if row_labels:
         for r, label in enumerate(row_labels):
             ax.text(x0 - 0.15, y0 + r + 0.5, label, ha="right", va="center", fontsize=9)

@@ -21,8 +21,10 @@ from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
 import mha_lib
+from mha_lib.plotting import MASKED_RGB
 
 ASSETS = Path(__file__).resolve().parents[1]
+MASKED = "#{:02x}{:02x}{:02x}".format(*MASKED_RGB)  # masked cells: the series' grey
 DPI = 100
 HEAD_COLOURS = ("#8fb8de", "#f4b183", "#a9d18e")  # head 0, 1, 2 (the palette of the other chapters' diagrams)
 H, DH, D = 3, 2, 16
@@ -87,7 +89,7 @@ def draw_wrapper() -> None:
         # the head's causal weights: masked cells (exactly 0) light grey
         w = weights[h]
         _grid(ax, 10.6, top + 0.8, T, T, lambda r, c, w=w: viridis(float(w[r, c]) / float(weights.max()))
-              if c <= r else "#eeeeee", cell=cell)
+              if c <= r else MASKED, cell=cell)
         ax.text(10.6 + T * cell / 2, top + 0.7, "weights (T, T)", ha="center", va="bottom", fontsize=8.5)
         _arrow(ax, (15.2, top + 3.0), (out_left - 0.2, top + 3.0))
         ax.text(16.4, top + 2.85, "· V", ha="center", va="bottom", fontsize=9)

@@ -21,10 +21,12 @@ from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
 import mha_lib
+from mha_lib.plotting import MASKED_RGB
 
 ASSETS = Path(__file__).resolve().parents[1]
 DPI = 110
-KEEP, BLOCKED, NAN = "#8fd3c7", "#d9d9d9", "#f4a6a6"
+KEEP, NAN = "#8fd3c7", "#f4a6a6"
+BLOCKED = "#{:02x}{:02x}{:02x}".format(*MASKED_RGB)  # blocked cells: the series' grey
 TOKENS = ("The", "cat", "sat", "down")
 SCORES = torch.tensor([[1.2, 0.3, -0.5, 2.0],
                        [0.4, 1.1, 0.9, -1.3],
