@@ -564,7 +564,7 @@ def _layout(H, ncols, panel_size, query_labels, key_labels, head_titles, title, 
     panel, rows = fit(ncols)
     width = min(MAX_WIDTH_IN, ncols * (panel + per_col) + extra_w)
     height = min(MAX_HEIGHT_IN, rows * (panel + row_h) + fixed_h)
-    return _Layout(rows, ncols, panel, (width, height))
+    return _Layout(rows, ncols, panel, _whole_pixels(width, height))
 
 
 def _fit_stage_grid(n_rows, n_cols, panel_size, labels, keys, title) -> tuple[float, tuple[float, float]]:
@@ -574,4 +574,11 @@ def _fit_stage_grid(n_rows, n_cols, panel_size, labels, keys, title) -> tuple[fl
     row_h = 0.32
     panel = max(0.5, min(panel_size, (MAX_WIDTH_IN - extra_w) / n_cols,
                          (MAX_HEIGHT_IN - fixed_h - n_rows * row_h) / n_rows))
-    return panel, (min(MAX_WIDTH_IN, n_cols * panel + extra_w), min(MAX_HEIGHT_IN, n_rows * (panel + row_h) + fixed_h))
+    return panel, _whole_pixels(min(MAX_WIDTH_IN, n_cols * panel + extra_w),
+                                min(MAX_HEIGHT_IN, n_rows * (panel + row_h) + fixed_h))
+
+
+def _whole_pixels(width: float, height: float) -> tuple[float, float]:
+    """A figure size in inches that is a whole number of pixels (its repr, "<Figure size 1200x690 …>", is what
+    the notebooks' sanitizer recognises; "690.333" would not be)."""
+    return round(width * DPI) / DPI, round(height * DPI) / DPI

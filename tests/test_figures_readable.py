@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import io
+import re
 import runpy
 from pathlib import Path
 
@@ -120,6 +121,7 @@ def _figures():
 def test_library_figures_are_readable_on_a_projector(name):
     fig = _figures()[name]()
     assert isinstance(fig, Figure) and fig.dpi == plotting.DPI
+    assert re.fullmatch(r"Figure\(\d+x\d+\)", str(fig))  # whole pixels: the notebooks' sanitizer matches its repr
     _check_size(fig)
     canvas = _check_readable(fig)
     _check_tick_labels_apart(fig, canvas)
