@@ -168,10 +168,11 @@ def pre_save_hook(model, path=None, contents_manager=None, **kwargs):
     if not isinstance(model, dict) or model.get("type") != "notebook" or not isinstance(model.get("content"), dict):
         return
     previous = None
-    try:
-        if contents_manager is not None and path and contents_manager.file_exists(path):
-            previous = contents_manager.get(path, content=True, type="notebook")["content"]
-    except Exception:  # an unreadable old file only costs the fallback picture
+    try:  # the file about to be overwritten (read directly: the server's manager is asynchronous)
+        old_file = Path(contents_manager._get_os_path(path))
+        if old_file.is_file():
+            previous = json.loads(old_file.read_text(encoding="utf-8"))
+    except Exception:  # no such file, or not a file system manager: only the fallback picture is lost
         previous = None
     try:
         make_static(model["content"], previous)

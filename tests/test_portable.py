@@ -189,6 +189,14 @@ def test_the_pre_save_hook_writes_static_copies_and_never_blocks_a_save(tmp_path
     manager.save({"type": "notebook", "format": "json", "content": json.loads(json.dumps(nb))}, "saved.ipynb")
     stored = nbformat.read(tmp_path / "saved.ipynb", as_version=4)
     assert _pictures(stored.cells[0]) == [PNG_A] and WIDGET_VIEW not in json.dumps(stored)
+    # saved again without widget state (ipywidgets' saveState off): the static copies on disk are kept
+    again = _widget_notebook()
+    del again.metadata["widgets"]
+    for cell, old in zip(again.cells, stored.cells):
+        cell.id = old.id
+    manager.save({"type": "notebook", "format": "json", "content": json.loads(json.dumps(again))}, "saved.ipynb")
+    resaved = nbformat.read(tmp_path / "saved.ipynb", as_version=4)
+    assert _pictures(resaved.cells[0]) == [PNG_A] and _pictures(resaved.cells[1]) == [PNG_B]
     pre_save_hook({"type": "file", "content": "text"}, path="x.txt", contents_manager=manager)  # not a notebook
     pre_save_hook({"type": "notebook", "content": {"cells": "broken"}}, path="y.ipynb")  # prints, does not raise
 
