@@ -262,6 +262,10 @@ def plot_heads(
 
     use_cjk_fallback()  # tokens in any script get real glyphs, not boxes
     lay = _layout(H, ncols, panel_size, query_labels, key_labels, head_titles, title, len(notes))
+    wrapped = _wrap(head_titles, lay.panel)  # long panel titles on several lines, not into their neighbours
+    if wrapped != head_titles:
+        head_titles = wrapped
+        lay = _layout(H, ncols, panel_size, query_labels, key_labels, head_titles, title, len(notes))
     fig = Figure(figsize=lay.size, dpi=DPI, layout="constrained")
     fig.get_layout_engine().set(h_pad=PAD_IN, w_pad=PAD_IN)  # rotated labels can settle a few px further out
     axes = fig.subplots(lay.rows, lay.cols, squeeze=False)
@@ -502,6 +506,17 @@ def _hatch(ax, nans: np.ndarray) -> None:
                 s += 1
     colour = [c / 255 for c in NAN_RGB]
     ax.add_collection(PatchCollection(patches, facecolor="white", edgecolor=colour, hatch="xxx", linewidth=0))
+
+
+def _wrap(titles: list[str] | None, panel_in: float) -> list[str] | None:
+    """Panel titles wrapped at the panel's width (their own line breaks kept)."""
+    if titles is None:
+        return None
+    import textwrap
+
+    chars = max(10, int(panel_in * 72 / (0.6 * TITLE_PT)))  # an average character is about 0.55 em wide
+    return ["\n".join(textwrap.fill(line, chars) if _text_width(line, TITLE_PT) > panel_in else line
+                      for line in title.split("\n")) for title in titles]
 
 
 def _text_width(text: str, points: float) -> float:

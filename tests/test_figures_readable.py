@@ -90,6 +90,10 @@ def _check_tick_labels_apart(fig, canvas) -> None:
                            (t.get_window_extent(renderer) for t in labels if t.get_text().strip()))
             for (_, end), (start, _) in zip(boxes, boxes[1:]):
                 assert start >= end - 1.0, f"token labels overlap on {ax.get_title()!r}"
+    titles = [(ax.get_title(), ax.title.get_window_extent(renderer)) for ax in fig.axes if ax.get_title()]
+    for i, (name, box) in enumerate(titles):  # long panel titles do not run into their neighbours
+        for other, other_box in titles[i + 1:]:
+            assert not box.overlaps(other_box), f"panel titles overlap: {name!r} and {other!r}"
 
 
 def _figures():
@@ -108,6 +112,8 @@ def _figures():
         "ch03 two-line titles": lambda: mha_lib.plot_heads(
             six[:6], tokens, ncols=3, head_titles=[f"straight view: 'head {h}'\nrows = Your ×3, journey ×3"
                                                    for h in range(6)], title="Same weights, two splits"),
+        "long head titles, wrapped": lambda: mha_lib.plot_heads(
+            six[:4], tokens, head_titles=["a very long head title that would run into the next panel"] * 4),
         "ch04 8 panels": lambda: mha_lib.plot_heads(six[:8], tokens, ncols=4, panel_size=2.5, title="unscaled / scaled"),
         "ch08 stage grid": lambda: plotting.plot_stages(
             {"raw scores": s.scores, "scaled": s.scaled, "masked": s.masked, "weights": s.weights}, s.tokens,
