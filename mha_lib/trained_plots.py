@@ -19,6 +19,14 @@ from .validation import check_tensor
 Tensor = torch.Tensor
 
 
+def _figure(width_inches: float, height_inches: float):
+    """A figure of whole pixels at 100 dpi (its repr, which the notebooks' sanitizer matches, has no decimals)."""
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(round(width_inches * 100) / 100, round(height_inches * 100) / 100), dpi=100,
+                  layout="constrained")
+
+
 def _mosaic(weights: np.ndarray, gap: int) -> np.ndarray:
     """``(L, H, T, T)`` -> one ``(L·(T+gap) - gap, H·(T+gap) - gap)`` image with NaN gaps between the heads."""
     L, H, T, S = weights.shape
@@ -30,17 +38,15 @@ def _mosaic(weights: np.ndarray, gap: int) -> np.ndarray:
     return image
 
 
-def head_grid_figure(weights: Tensor, tokens, *, title: str | None = None, cell_inches: float = 0.95):
+def head_grid_figure(weights: Tensor, tokens, *, title: str | None = None, cell_inches: float = 0.85):
     """Every head as a thumbnail: rows are layers, columns heads, all on the same 0 … 1 colour scale."""
-    from matplotlib.figure import Figure
-
     weights = check_tensor("weights", weights, ndim=4, layout="(L, H, T, T)")
     L, H, T, _ = weights.shape
     if len(tokens) != T:
         raise ValueError(f"tokens must have one label per position (T = {T}), got {len(tokens)}")
     gap = max(1, math.ceil(T / 6))
     image = _mosaic(weights.detach().float().cpu().numpy(), gap)
-    fig = Figure(figsize=(H * cell_inches + 1.4, L * cell_inches + 1.1), dpi=100, layout="constrained")
+    fig = _figure(H * cell_inches + 1.4, L * cell_inches + 1.1)
     ax = fig.add_subplot()
     cmap = __import__("matplotlib").colormaps["viridis"].with_extremes(bad="white")
     shown = ax.imshow(np.ma.masked_invalid(image), cmap=cmap, vmin=0.0, vmax=1.0, interpolation="nearest")
@@ -59,7 +65,7 @@ def head_grid_figure(weights: Tensor, tokens, *, title: str | None = None, cell_
 
 def layer_head_figure(panels: dict, *, title: str | None = None, cmap: str = "viridis", ncols: int = 3,
                       best: str = "max", vmin: float | None = 0.0, vmax: float | None = None,
-                      colorbar_label: str | None = None):
+                      colorbar_label: str | None = None, cell_inches: float = 0.25):
     """One (layers × heads) map per entry of ``panels`` (``{title: (L, H) tensor}``); a box marks the best head.
 
     With both ``vmin`` and ``vmax`` given, all panels share one colour bar; otherwise each has its own.
@@ -67,7 +73,6 @@ def layer_head_figure(panels: dict, *, title: str | None = None, cmap: str = "vi
     ``best``: ``"max"`` or ``"min"`` (for entropy, the most focused head is the one with the smallest value),
     or a dict ``{title: "max" / "min"}``.
     """
-    from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
 
     if not isinstance(panels, dict) or not panels:
@@ -77,7 +82,8 @@ def layer_head_figure(panels: dict, *, title: str | None = None, cmap: str = "vi
     shared = vmin is not None and vmax is not None  # a fixed range: every panel uses the same colours
     first = next(iter(panels.values()))
     L, H = first.shape
-    fig = Figure(figsize=(ncols * (H * 0.3 + 1.0), nrows * (L * 0.3 + 1.3)), dpi=100, layout="constrained")
+    # the default fits 3 columns in 1200 px; a single panel can afford larger cells
+    fig = _figure(ncols * (H * cell_inches + 0.85), nrows * (L * cell_inches + 1.3))
     axes = fig.subplots(nrows, ncols, squeeze=False)
     for ax, (name, values) in zip(axes.flat, panels.items()):
         values = check_tensor(name, values, ndim=2, layout="(L, H)").detach().float().cpu().numpy()
