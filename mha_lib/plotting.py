@@ -441,7 +441,8 @@ def _keep_mask(mask, weights: torch.Tensor) -> torch.Tensor | None:
         raise TypeError(f"mask must be a torch.bool keep mask, 'auto' or None, got {type(mask).__name__} {mask!r}")
     if mask.dtype != torch.bool:
         raise TypeError(f"mask must be a torch.bool keep mask (True = attend), got dtype {mask.dtype}")
-    if mask.dim() > weights.dim() or any(m not in (1, w) for m, w in zip(reversed(mask.shape), reversed(weights.shape))):
+    pairs = zip(reversed(mask.shape), reversed(weights.shape))
+    if mask.dim() > weights.dim() or any(m not in (1, w) for m, w in pairs):
         raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to weights of shape "
                          f"{tuple(weights.shape)}")
     return mask.expand(weights.shape)

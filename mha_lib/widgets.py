@@ -57,7 +57,6 @@ from .data import tokenize, toy_sentence
 from .functional import attention_scores, masked_softmax, scale_scores, split_heads
 from .masks import additive_mask, causal_mask
 from .modules import MultiHeadAttention
-from .plotting import COLORMAPS
 from .plotting import colour_scale as _plotting_scale
 from .validation import check_divisible, check_positive_float, check_positive_int, divisors
 

@@ -114,7 +114,8 @@ def _figures():
                                                    for h in range(6)], title="Same weights, two splits"),
         "long head titles, wrapped": lambda: mha_lib.plot_heads(
             six[:4], tokens, head_titles=["a very long head title that would run into the next panel"] * 4),
-        "ch04 8 panels": lambda: mha_lib.plot_heads(six[:8], tokens, ncols=4, panel_size=2.5, title="unscaled / scaled"),
+        "ch04 8 panels": lambda: mha_lib.plot_heads(six[:8], tokens, ncols=4, panel_size=2.5,
+                                                    title="unscaled / scaled"),
         "ch08 stage grid": lambda: plotting.plot_stages(
             {"raw scores": s.scores, "scaled": s.scaled, "masked": s.masked, "weights": s.weights}, s.tokens,
             title="The four stages, heads 0–3"),
