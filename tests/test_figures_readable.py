@@ -134,6 +134,27 @@ def test_library_figures_are_readable_on_a_projector(name):
     _check_tick_labels_apart(fig, canvas)
 
 
+@pytest.mark.parametrize("name", ["12 heads of scores, CJK", "ch08 stage grid", "explorer figure, 12 heads"])
+def test_one_map_per_quantity_scores_centred_on_zero_masked_grey(name):
+    fig = _figures()[name]()
+    images = [ax.images[0] for ax in fig.axes if ax.images]
+    for image in images:
+        name_of_map = image.cmap.name.removesuffix("_r").lower()
+        assert name_of_map in {"viridis", "rdbu"}, image.cmap.name  # weights or scores, nothing else
+        if name_of_map == "rdbu":
+            assert image.norm.vmin == pytest.approx(-image.norm.vmax)  # centred on 0
+        assert tuple(round(c * 255) for c in image.cmap.get_bad()[:3]) == plotting.MASKED_RGB
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    rgb = np.asarray(canvas.buffer_rgba())[..., :3]
+    masked = [(ax, image) for ax in fig.axes for image in ax.images if np.ma.getmaskarray(image.get_array()).any()]
+    assert masked, "no masked entry drawn"
+    for ax, image in masked:
+        t, s = np.argwhere(np.ma.getmaskarray(image.get_array()))[0]
+        x, y = ax.transData.transform((s, t))
+        assert tuple(rgb[rgb.shape[0] - int(round(y)), int(round(x))]) == plotting.MASKED_RGB
+
+
 def test_every_token_is_labelled_when_there_is_room():
     fig = mha_lib.plot_heads(torch.softmax(torch.randn(12, 16, 16), -1), CJK_16)
     panels = [a for a in fig.axes if a.images]
