@@ -4,7 +4,7 @@
 
 writes
     assets/ch05_causal_steps.png   a 4×4 example: scores -> blocked scores set to -inf -> softmax weights; below it
-                                   seed 002's slip (diagonal blocked too): row 0 is all -inf and becomes NaN
+                                   the GPT-2-sized walkthrough's slip (diagonal blocked too): row 0 is all -inf, NaN
     assets/ch05_conventions.png    the same causal pattern (and two padding patterns) written in the conventions
                                    of six code bases, cell by cell: raw value printed, colour = what it means
 
@@ -73,10 +73,10 @@ def _fmt(x: float) -> str:
 def draw_causal_steps() -> None:
     T = len(TOKENS)
     keep = mha_lib.causal_mask(T)
-    wrong_keep = keep.tril(diagonal=-1)  # seed 002: the diagonal blocked as well
+    wrong_keep = keep.tril(diagonal=-1)  # the GPT-2-sized walkthrough: the diagonal blocked as well
     fig, ax = _canvas(11.6, 6.2, (-1.6, 20.8), (-1.3, 10.6))
     for y0, mask, label in ((0.4, keep, "causal mask: block the future (above the diagonal)"),
-                            (6.0, wrong_keep, "seed 002's slip: block the diagonal too")):
+                            (6.0, wrong_keep, "the GPT-2-sized walkthrough's slip:\nblock the diagonal too")):
         masked = SCORES.masked_fill(~mask, float("-inf"))
         weights = torch.softmax(masked, dim=-1)
         nan_rows = [r for r in range(T) if not mask[r].any()]
@@ -111,25 +111,25 @@ def draw_conventions() -> None:
     additive = mha_lib.additive_mask(keep)
     row_one = (
         (booleans(keep), "keep mask (mha_lib, SDPA)\nTrue = attend", "mha_lib.causal_mask(4)"),
-        (numbers(~keep), "triu(ones, diagonal=1)\n1 = blocked  (seed 000)", "mask_from_blocked(m)"),
-        (numbers(keep), "tril(ones) buffer\n0 = blocked  (seed 003)", "mask_from_allowed(m)"),
+        (numbers(~keep), "triu(ones, diagonal=1)\n1 = blocked  (Raschka's book)", "mask_from_blocked(m)"),
+        (numbers(keep), "tril(ones) buffer\n0 = blocked  (nanoGPT style)", "mask_from_allowed(m)"),
         (booleans(~keep), "nn.MultiheadAttention\nTrue = blocked", "mask_from_blocked(m)"),
         ([[_fmt(v) for v in row] for row in additive.tolist()], "additive float mask\n0 = attend, −inf = blocked",
          "additive_mask(keep)  builds it"),
     )
     for i, (texts, title, converter) in enumerate(row_one):
         x0 = i * 6.0
-        _grid(ax, x0, 0, texts, keep, title, fontsize=7.5, cell=1.15)
+        _grid(ax, x0, 0, texts, keep, title, fontsize=8.0, cell=1.15)
         ax.text(x0 + 2.3, 4.95, converter, ha="center", va="center", fontsize=8.5, family="monospace")
 
     # row two: padding, for a batch of two key sequences of lengths 6 and 2 (S = 6), two queries each
     S, lens = 6, torch.tensor([6, 2])
     padded = torch.arange(S)[None, :] >= lens[:, None]  # (B, S), True = padding
     pad_keep = ~padded
-    ax.text(-0.6, 7.1, "padding (B = 2 sequences of lengths 6 and 2, S = 6 keys):", ha="left", va="center",
+    ax.text(-0.6, 6.3, "padding (B = 2 sequences of lengths 6 and 2, S = 6 keys):", ha="left", va="center",
             fontsize=10)
-    _grid(ax, 0, 8.7, booleans(padded), pad_keep, "key_padding_mask (B, S)\nTrue = padded (seed 001, nn.MHA)",
-          fontsize=7.5, cell=1.15)
+    _grid(ax, 0, 8.7, booleans(padded), pad_keep, "key_padding_mask (B, S)\nTrue = padded\n(key-padding tutorial, nn.MHA)",
+          fontsize=8.0, cell=1.15)
     ax.text(3.45, 11.45, "mask_from_key_padding(m, B, S)", ha="center", va="center", fontsize=8.5,
             family="monospace")
     _grid(ax, 9.6, 8.7, [[str(int(v))] for v in lens], torch.ones(2, 1, dtype=torch.bool),
@@ -140,7 +140,7 @@ def draw_conventions() -> None:
         x0 = 15.4 + b * 7.3
         rows = pad_keep[b].expand(2, S)  # (T_q = 2, S): every query row sees the same keys
         _grid(ax, x0, 8.7, booleans(rows), rows, f"keep mask, sequence {b}\n(T_q = 2 queries × S = 6 keys)",
-              fontsize=7.0, cell=1.15)
+              fontsize=8.0, cell=1.15)
     _arrow(ax, (11.7, 10.4), (15.1, 10.4))
     ax.text(22.55, 11.45, "both converters give this (B, 1, T_q, S) keep mask: whole key columns blocked",
             ha="center", va="center", fontsize=8.5)

@@ -96,7 +96,7 @@ def draw(path: Path) -> None:
     for name, formula, value in rows:
         ax.text(x0, y, name, fontsize=9.5)
         ax.text(x0 + 2.3, y, value, fontsize=9.5, ha="right", family="monospace")
-        ax.text(x0, y - 0.22, formula, fontsize=8, color=GREY)
+        ax.text(x0, y - 0.22, formula, fontsize=8.5, color=GREY)
         y -= 0.6
     ax.plot([x0, x0 + 2.3], [y + 0.3, y + 0.3], color=GREY, linewidth=0.8)
     ax.text(x0, y, "total", fontsize=9.5, weight="bold")
