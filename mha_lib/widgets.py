@@ -65,7 +65,7 @@ Tensor = torch.Tensor
 STAGES = ("scores", "scaled", "masked", "weights")
 STAGE_NAMES = {"scores": "raw scores", "scaled": "scaled", "masked": "masked", "weights": "softmax weights"}
 
-#: The sentences offered by default (label -> text). The second is seed 002's, in two scripts.
+#: The sentences offered by default (label -> text). The second is the GPT-2-sized walkthrough's, in two scripts.
 BUILTIN_SENTENCES = {
     "Your journey starts with one step": "Your journey starts with one step",
     "LLM with me.郭同学热爱AI喜欢游戏": "LLM with me.郭同学热爱AI喜欢游戏",
@@ -73,7 +73,7 @@ BUILTIN_SENTENCES = {
     "Every head reads the same sentence … (16 tokens)":
         "Every head reads the same sentence, but each one learns to notice different words.",
 }
-WIDTHS = (16, 48, 64, 768)  # 768: GPT-2 small, 12 heads of 64 (seed 002)
+WIDTHS = (16, 48, 64, 768)  # 768: GPT-2 small, 12 heads of 64 (the GPT-2-sized walkthrough)
 MAX_HEADS = 16  # beyond that the panels become too small to read
 MAX_TOKENS = 64
 TEMPERATURE_RANGE = (0.1, 10.0)
