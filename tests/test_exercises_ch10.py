@@ -91,8 +91,8 @@ def copy_solution(block, *, heads=None, causal=False, bias=True, transpose=False
     layer = mha_lib.MultiHeadAttention(D, D, 512, 0.0, H, qkv_bias=bias, causal=causal)
     q, k = (block.self.key, block.self.query) if swap else (block.self.query, block.self.key)
     with torch.no_grad():
-        for name, ours, theirs in (("q", layer.W_query, q), ("k", layer.W_key, k), ("v", layer.W_value, block.self.value),
-                                   ("o", layer.out_proj, block.output.dense)):
+        for name, ours, theirs in (("q", layer.W_query, q), ("k", layer.W_key, k),
+                                   ("v", layer.W_value, block.self.value), ("o", layer.out_proj, block.output.dense)):
             if name in skip:
                 continue
             ours.weight.copy_(theirs.weight.T if transpose else theirs.weight)
