@@ -212,7 +212,7 @@ def _scaled_heads(layer: MultiHeadAttention, keep: Tensor | None):
 
     def hook(module, args):
         (context,) = args  # (B, T, D): the heads merged, head h in columns h·Dh ... (h+1)·Dh - 1
-        factor = keep.to(context.dtype).repeat_interleave(Dh, dim=-1)  # (..., H) -> (..., D)
+        factor = keep.to(context.device, context.dtype).repeat_interleave(Dh, dim=-1)  # (..., H) -> (..., D)
         if factor.dim() == 2:
             factor = factor[:, None, :]  # (B, D) -> (B, 1, D): the same for every token
         return (context * factor,)

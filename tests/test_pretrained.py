@@ -243,3 +243,23 @@ def test_the_converted_layer_is_an_ordinary_multiheadattention():
     assert isinstance(layer, MultiHeadAttention)
     assert (layer.d_in, layer.d_out, layer.num_heads, layer.head_dim) == (384, 384, 12, 32)
     assert layer.W_query.bias is not None and not layer.training
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; none is available on this machine")
+def test_the_encoder_and_its_ablations_give_the_cpu_numbers_on_a_gpu():
+    model, tokenizer = load_minilm(torch.float64)
+    batch = encode(tokenizer, ["The cat is sleeping on the sofa.", "A cat naps on the couch.", "Rain."])
+    masks = torch.ones(3, 6, 12, dtype=torch.float64)
+    masks[1, 2, 7] = 0
+    masks[2, 5] = 0
+    cpu = StudentEncoder(model)
+    gpu = StudentEncoder(copy.deepcopy(model).to("cuda"))
+    with torch.no_grad():
+        on_cpu, on_gpu = cpu(batch, masks[1]), gpu(batch, masks[1])  # a CPU head mask works on the GPU too
+    assert on_gpu.hidden.device.type == "cuda"
+    torch.testing.assert_close(on_gpu.hidden.cpu(), on_cpu.hidden, rtol=1e-10, atol=1e-10)
+    for ours, theirs in zip(on_gpu.weights, on_cpu.weights):
+        torch.testing.assert_close(ours.cpu(), theirs, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(ablated_embeddings(gpu, batch, masks), ablated_embeddings(cpu, batch, masks),
+                               rtol=1e-10, atol=1e-10)
