@@ -128,10 +128,6 @@ def encode(tokenizer, sentences: str | Sequence[str]) -> Batch:
 # --- the converter ----------------------------------------------------------------------------------------------
 
 
-def _describe(module) -> str:
-    return type(module).__name__
-
-
 def attention_from_bert(attention, context_length: int = 512) -> MultiHeadAttention:
     """``MultiHeadAttention(D, D, context_length, 0.0, H, qkv_bias=True, causal=False)`` with a BERT layer's weights.
 
@@ -150,7 +146,7 @@ def attention_from_bert(attention, context_length: int = 512) -> MultiHeadAttent
     if not all(isinstance(p, nn.Linear) for p in parts):
         raise TypeError(
             "attention must be a BERT attention block with .self.query/.key/.value and .output.dense "
-            f"(nn.Linear each), e.g. model.encoder.layer[0].attention; got {_describe(attention)}"
+            f"(nn.Linear each), e.g. model.encoder.layer[0].attention; got {type(attention).__name__}"
         )
     if getattr(self_attention, "is_causal", False) or getattr(self_attention, "is_decoder", False):
         raise ValueError("attention is a decoder (causal) BERT block; attention_from_bert converts encoder blocks")
