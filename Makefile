@@ -22,7 +22,7 @@ lab: $(STAMP) $(JUPYTER_CONFIG)
 # one pytest-xdist worker per core; each test file (each notebook) runs whole on one worker (tests/conftest.py)
 PYTEST_WORKERS ?= auto
 test: $(STAMP) $(WIDGETS7_STAMP) $(JUPYTER_CONFIG)
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile
 
 # Re-execute every notebook in place (deterministic outputs) and redraw the README figure.
 notebooks: $(STAMP)

@@ -22,11 +22,20 @@ def pytest_report_header(config):
     return f"torch {torch.__version__}, mha_lib device: {mha_lib.get_device()}"
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config, items):
-    """Parallel runs (`make test`: pytest-xdist, `--dist loadgroup`): every test file, notebooks included, is one
-    group that runs on one worker in order (nbval must run a notebook's cells in one kernel), except the tests
-    that name their own `xdist_group` (test_standalone.py: one group per notebook, so both workers run them)."""
-    for item in items:
-        if not any(True for _ in item.iter_markers("xdist_group")):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+def pytest_xdist_make_scheduler(config, log):
+    """`make test` runs pytest-xdist with `--dist loadfile`: each test file, and each notebook (nbval runs a
+    notebook's cells in order in one kernel), stays whole on one worker. One exception, so that both workers share
+    the slowest file: each notebook of test_standalone.py is a unit of its own. (pytest-xdist's own `loadgroup`
+    cannot do this under pytest 9: it renames items through an attribute pytest 9 no longer reads.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FilesAndStandaloneNotebooks(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            if "::test_notebook_runs_alone_from_the_wheel[" in nodeid:
+                return nodeid
+            return nodeid.split("::", 1)[0]
+
+    return FilesAndStandaloneNotebooks(config, log)

@@ -180,9 +180,9 @@ def _bad_images(cell) -> list[str]:
     return bad
 
 
-# one xdist group per notebook: under `make test` both workers run these (the environment is built once)
-@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.xdist_group(f"standalone-{p.stem}"))
-                                  for p in NOTEBOOK_PATHS], ids=[p.name for p in NOTEBOOK_PATHS])
+# under `make test` both workers run these, one notebook at a time (tests/conftest.py; the environment is
+# built once)
+@pytest.mark.parametrize("path", NOTEBOOK_PATHS, ids=[p.name for p in NOTEBOOK_PATHS])
 def test_notebook_runs_alone_from_the_wheel(path, standalone, tmp_path):
     from nbclient import NotebookClient
 
