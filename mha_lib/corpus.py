@@ -82,7 +82,7 @@ PLAIN: tuple[str, ...] = (
 
 PARAPHRASE_PAIRS: tuple[tuple[str, str], ...] = (
     ("The cat is sleeping on the sofa.", "A cat naps on the couch."),
-    ("The concert was cancelled because of the storm.", "Bad weather forced the organisers to call off the show."),
+    ("The concert was cancelled because of the storm.", "Bad weather made them call off the show."),
     ("She is learning to play the guitar.", "She takes guitar lessons."),
     ("The price of bread went up last month.", "Bread became more expensive last month."),
     ("The museum is closed on Mondays.", "You cannot visit the museum on a Monday."),
