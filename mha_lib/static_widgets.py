@@ -110,6 +110,11 @@ def _walk(model_id: str, states: dict, found: dict, seen: set) -> None:
             _walk(child, states, found, seen)
 
 
+def _markdown_text(text: str) -> str:
+    """``text`` shown literally in markdown (a caption such as ``2*x_1 <b>`` must not turn into formatting)."""
+    return re.sub(r"([\\`*_\[\]<>#|~])", r"\\\1", text)
+
+
 def static_outputs(output: dict, states: dict) -> list[dict]:
     """The outputs that replace one widget output: a sentence, then every picture found in the widget's state."""
     if not isinstance(output, dict) or not is_widget_output(output):
@@ -118,7 +123,7 @@ def static_outputs(output: dict, states: dict) -> list[dict]:
     _walk(output["data"][WIDGET_VIEW].get("model_id", ""), states, found, set())
     note = NOTE if found["pictures"] else NOTE_NO_PICTURE
     details = [line for line in ["  ·  ".join(found["controls"]), *found["text"]] if line]
-    markdown = "\n\n".join([f"*{note}*", *(html.escape(d) for d in details)])
+    markdown = "\n\n".join([f"*{note}*", *(_markdown_text(d) for d in details)])
     mark = {MARK: True}
     outputs = [{"output_type": "display_data", "metadata": dict(mark),
                 "data": {"text/markdown": markdown, "text/plain": "\n".join([note, *details])}}]

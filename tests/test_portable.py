@@ -154,7 +154,7 @@ def test_widget_outputs_become_a_sentence_and_the_widgets_pictures():
     first = interact.outputs[0]["data"]
     assert first["text/plain"].splitlines() == [NOTE, "head_width = 8", "row sums: 1.0"]
     assert explorer.outputs[0]["data"]["text/plain"].splitlines() == [NOTE, "causal mask = True", "4 heads × 6 tokens"]
-    assert first["text/markdown"].startswith(f"*{NOTE}*")
+    assert first["text/markdown"].startswith(f"*{NOTE}*") and "head\\_width = 8" in first["text/markdown"]
     everything = json.dumps(nb)
     assert WIDGET_VIEW not in everything and "interactive(children=" not in everything
     assert "widgets" not in nb.metadata  # nothing refers to the state any more
