@@ -196,9 +196,13 @@ def test_notebook_runs_alone_from_the_wheel(path, standalone, tmp_path):
     env = _pip_env(MHA_LIB_SOURCE=wheel.as_uri(), MHA_AUDIT_LOG=str(audit), PYTHONHASHSEED="0",
                    CUDA_VISIBLE_DEVICES="", VIRTUAL_ENV=str(python.parent.parent),
                    PATH=os.pathsep.join([str(python.parent), os.environ.get("PATH", "")]))
-    client = NotebookClient(nb, km=_kernel_manager(python, tmp_path), timeout=600,
-                            resources={"metadata": {"path": str(work)}})
-    client.execute(env=env)
+    km = _kernel_manager(python, tmp_path)
+    client = NotebookClient(nb, km=km, timeout=300, resources={"metadata": {"path": str(work)}})
+    try:
+        client.execute(env=env)
+    finally:  # nbclient shuts down only the kernels it creates itself
+        if km.has_kernel:
+            km.shutdown_kernel(now=True)
 
     errors, stderr = [], []
     for index, cell in enumerate(nb.cells):
