@@ -74,6 +74,8 @@ def _check_zero_one(name: str, mask) -> Tensor:
     check_tensor(name, mask)
     if mask.dtype == torch.bool:
         return mask
+    if mask.device.type == "meta":  # its values are what must be checked, and a meta tensor has none
+        raise ValueError(f"{name} is on the meta device: it has no values to read as 0/1; use a real tensor")
     if mask.is_complex():
         raise TypeError(f"{name} must be a torch.bool or a 0/1 tensor, got dtype {mask.dtype}")
     others = mask[(mask != 0) & (mask != 1)]

@@ -36,6 +36,8 @@ def rounded(x: torch.Tensor, decimals: int = 4) -> torch.Tensor:
 def format_value(value, decimals: int = 4) -> str:
     """The text ``show`` prints for one value: tensors and floats rounded to ``decimals`` places, others ``str``."""
     decimals = _check_decimals(decimals)
+    if isinstance(value, torch.Tensor) and value.device.type == "meta":
+        return repr(value)  # shapes only: a meta tensor has no values to round
     if isinstance(value, torch.Tensor) and value.layout is not torch.strided:
         value = value.to_dense()  # a sparse tensor prints as its dense values, like any other
     if isinstance(value, torch.Tensor):

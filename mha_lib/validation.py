@@ -56,12 +56,18 @@ def check_int(name: str, value, *, low: int | None = None, high: int | None = No
     return value
 
 
+#: Sizes are stored as int64 by torch: a larger one fails deep inside torch ("Overflow when unpacking long long").
+MAX_SIZE = 2**63 - 1
+
+
 def check_positive_int(name: str, value) -> int:
-    """``value`` must be an int >= 1 (bools are rejected: ``True`` heads is a bug, not a count)."""
+    """``value`` must be an int in ``[1, 2**63 - 1]`` (bools are rejected: ``True`` heads is a bug, not a count)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be a positive int, got {_got(value)}")
     if value < 1:
         raise ValueError(f"{name} must be a positive int (>= 1), got {_short(value)}")
+    if value > MAX_SIZE:
+        raise ValueError(f"{name} must be at most 2**63 - 1 (torch stores sizes as int64), got {_short(value)}")
     return int(value)
 
 

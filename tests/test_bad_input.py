@@ -597,8 +597,8 @@ CASES = [
     ),
     pytest.param(
         lambda: MultiHeadAttention(6, 6, 4, 0.0, 10**400),
-        ValueError, esc("d_out (6) must be divisible by num_heads (10000000000000000000... (401 characters))",
-                        "try num_heads in [1, 2, 3, 6]"),
+        ValueError, esc("num_heads must be at most 2**63 - 1 (torch stores sizes as int64), "
+                        "got 10000000000000000000... (401 characters)"),
         id="num_heads-huge",
     ),
     # --- helpers: seeds, printing, divisors -------------------------------------------------------------
@@ -691,6 +691,19 @@ CASES = [
         TypeError, esc("fn must be a function to run, got str"), id="count_new_tensors-not-callable",
     ),
     pytest.param(
+        lambda: MultiHeadAttentionWrapper(3, 2, 6, 0.0, 10**20),  # used to loop building 10**20 heads
+        ValueError, esc("num_heads must be at most 2**63 - 1 (torch stores sizes as int64), got 100000000000000000000"),
+        id="wrapper-num_heads-beyond-int64",
+    ),
+    pytest.param(
+        lambda: causal_mask(10**19),
+        ValueError, esc("num_queries must be at most 2**63 - 1"), id="causal_mask-beyond-int64",
+    ),
+    pytest.param(
+        lambda: mha_lib.invert_mask(torch.ones(2, 2, device="meta")),
+        ValueError, esc("mask is on the meta device: it has no values to read as 0/1"), id="invert_mask-meta",
+    ),
+    pytest.param(
         lambda: mha_lib.gpt_parameter_count(768, 0),
         ValueError, esc("n_layers must be a positive int (>= 1), got 0"), id="gpt_parameter_count-zero-layers",
     ),
@@ -725,6 +738,12 @@ def test_divisors_of_large_numbers_are_exact_and_sorted():
     assert mha_lib.divisors(36) == [1, 2, 3, 4, 6, 9, 12, 18, 36]
     assert mha_lib.divisors(10**12 + 39) == [1, 10**12 + 39]  # a prime: 10**6 steps, not 10**12
     assert len(mha_lib.divisors(10**9)) == 100
+
+
+def test_show_prints_special_values_without_failing(capsys):
+    mha_lib.show(float("nan"), float("-inf"), torch.ones(2, device="meta"), torch.eye(2).to_sparse(), decimals=1)
+    assert capsys.readouterr().out == (
+        "nan -inf tensor(..., device='meta', size=(2,)) tensor([[1., 0.],\n        [0., 1.]])\n")
 
 
 def test_a_tiny_but_representable_temperature_gives_the_one_hot_argmax_not_nan():
