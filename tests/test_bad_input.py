@@ -7,6 +7,7 @@ attend to no key at all must give zeros, never NaN.
 
 from __future__ import annotations
 
+import math
 import re
 import time
 
@@ -885,3 +886,98 @@ def test_multi_head_attention_with_a_fully_padded_sequence_stays_finite(kernel, 
     assert torch.equal(x.grad[0], torch.zeros(T, D))
     for name, param in mha.named_parameters():
         assert torch.isfinite(param.grad).all(), name
+
+
+# --- a sweep: every public function, every argument, every hostile value ---------------------------------------
+# Each call must either work (NaN in -> NaN out, an int 0/1 mask, ...) or raise TypeError/ValueError whose message
+# names the argument. Before issue 12, 301 of these 2,002 calls failed deep inside torch or Python (or hung);
+# a new public function belongs in SWEEP.
+
+HOSTILE = {
+    "None": lambda: None, "str": lambda: "3", "bool": lambda: True, "float": lambda: 2.5, "negative": lambda: -2,
+    "zero": lambda: 0, "huge": lambda: 10**20, "nan": lambda: float("nan"), "inf": lambda: float("inf"),
+    "list": lambda: [1.0, 2.0], "ndarray": lambda: np.ones((2, 3, 4), dtype=np.float32),
+    "int64": lambda: torch.ones(2, 3, 4, dtype=torch.long), "bool-tensor": lambda: torch.ones(2, 3, 4, dtype=torch.bool),
+    "complex": lambda: torch.ones(2, 3, 4, dtype=torch.complex64), "sparse": lambda: torch.ones(2, 3, 4).to_sparse(),
+    "0-d": lambda: torch.tensor(1.0), "1-d": lambda: torch.ones(4), "5-d": lambda: torch.ones(1, 1, 2, 3, 4),
+    "empty": lambda: torch.ones(2, 0, 4), "meta": lambda: torch.ones(2, 3, 4, device="meta"),
+    "float16": lambda: torch.ones(2, 3, 4, dtype=torch.float16), "nan-tensor": lambda: torch.full((2, 3, 4), math.nan),
+}
+
+
+def _mha_forward(x, kv, key_padding_mask, valid_lens, return_weights):
+    return small_mha(causal=False)(x, kv, key_padding_mask=key_padding_mask, valid_lens=valid_lens,
+                                   return_weights=return_weights)
+
+
+SWEEP = {
+    "attention_scores": (mha_lib.attention_scores, lambda: dict(q=torch.randn(2, 3, 4), k=torch.randn(2, 3, 4))),
+    "scale_scores": (mha_lib.scale_scores, lambda: dict(scores=torch.randn(2, 3, 3), head_dim=4)),
+    "scale_factor": (mha_lib.scale_factor, lambda: dict(head_dim=4)),
+    "stable_softmax": (mha_lib.stable_softmax, lambda: dict(x=torch.randn(2, 3, 3), dim=-1)),
+    "masked_softmax": (masked_softmax, lambda: dict(scores=torch.randn(2, 3, 3), mask=causal_mask(3),
+                                                    temperature=1.0, dim=-1)),
+    "split_heads": (split_heads, lambda: dict(x=torch.randn(2, 3, 4), num_heads=2)),
+    "merge_heads": (merge_heads, lambda: dict(x=torch.randn(2, 2, 3, 2))),
+    "split_heads_flat": (mha_lib.split_heads_flat, lambda: dict(x=torch.randn(2, 3, 4), num_heads=2)),
+    "merge_heads_flat": (mha_lib.merge_heads_flat, lambda: dict(x=torch.randn(4, 3, 2), num_heads=2)),
+    "explicit_attention": (explicit_attention, lambda: dict(q=torch.randn(2, 3, 4), k=torch.randn(2, 3, 4),
+                                                            v=torch.randn(2, 3, 4), mask=None, scale=None,
+                                                            dropout_p=0.0, is_causal=False)),
+    "sdpa_attention": (sdpa_attention, lambda: dict(q=torch.randn(2, 3, 4), k=torch.randn(2, 3, 4),
+                                                    v=torch.randn(2, 3, 4), mask=None, scale=None, dropout_p=0.0,
+                                                    is_causal=False)),
+    "causal_mask": (causal_mask, lambda: dict(num_queries=3, num_keys=3)),
+    "invert_mask": (mha_lib.invert_mask, lambda: dict(mask=causal_mask(3))),
+    "mask_from_blocked": (mha_lib.mask_from_blocked, lambda: dict(blocked=causal_mask(3))),
+    "mask_from_allowed": (mha_lib.mask_from_allowed, lambda: dict(allowed=causal_mask(3))),
+    "mask_from_valid_lens": (mha_lib.mask_from_valid_lens,
+                             lambda: dict(valid_lens=torch.tensor([1, 2]), num_queries=3, num_keys=3)),
+    "mask_from_key_padding": (mha_lib.mask_from_key_padding, lambda: dict(
+        key_padding_mask=torch.zeros(2, 3, dtype=torch.bool), batch_size=2, num_keys=3)),
+    "additive_mask": (mha_lib.additive_mask, lambda: dict(keep=causal_mask(3), dtype=torch.float32)),
+    "MultiHeadAttention.forward": (_mha_forward, lambda: dict(x=torch.randn(B, T, D), kv=None, key_padding_mask=None,
+                                                              valid_lens=None, return_weights=False)),
+    "MultiHeadAttention": (MultiHeadAttention, lambda: dict(d_in=4, d_out=4, context_length=3, dropout=0.0,
+                                                           num_heads=2)),
+    "MultiHeadAttentionWrapper": (MultiHeadAttentionWrapper, lambda: dict(d_in=4, d_out=4, context_length=3,
+                                                                         dropout=0.0, num_heads=2)),
+    "SelfAttention": (mha_lib.SelfAttention, lambda: dict(d_in=4, d_out=4)),
+    "FusedMultiHeadAttention": (FusedMultiHeadAttention, lambda: dict(d_in=4, d_out=4, context_length=3,
+                                                                     dropout=0.0, num_heads=2)),
+    "ProjectionHeads": (mha_lib.ProjectionHeads, lambda: dict(d_model=4, num_heads=2)),
+    "ProjectionHeads.forward": (lambda x: mha_lib.ProjectionHeads(4, 2)(x), lambda: dict(x=torch.randn(2, 3, 4))),
+    "make_head_former": (mha_lib.make_head_former, lambda: dict(kind="projection", d_model=4, num_heads=2)),
+    "attention_parameter_count": (mha_lib.attention_parameter_count, lambda: dict(d_model=4, bias=True)),
+    "gpt_parameter_count": (mha_lib.gpt_parameter_count, lambda: dict(d_model=4, n_layers=2, vocab_size=10,
+                                                                      context_length=5)),
+    "tokenize": (tokenize, lambda: dict(text="hi")),
+    "embed_tokens": (embed_tokens, lambda: dict(tokens=["a"], d_model=3, seed=0)),
+    "toy_sentence": (mha_lib.toy_sentence, lambda: dict(text="hi you", d_model=4, seed=0)),
+    "journey_batch": (journey_batch, lambda: dict(batch_size=2)),
+    "show": (lambda x, decimals: mha_lib.show(x, decimals=decimals), lambda: dict(x=torch.randn(2), decimals=2)),
+    "make_reproducible": (mha_lib.make_reproducible, lambda: dict(seed=1)),
+    "divisors": (mha_lib.divisors, lambda: dict(n=12)),
+    "fused_from_split": (fused_from_split, lambda: dict(mha=small_mha())),
+    "torch_mha_from": (torch_mha_from, lambda: dict(mha=small_mha())),
+    "split_from_wrapper": (split_from_wrapper, lambda: dict(wrapper=MultiHeadAttentionWrapper(4, 2, 3, 0.0, 2))),
+}
+
+
+@pytest.mark.parametrize("function", list(SWEEP))
+def test_every_argument_of_every_public_function_fails_clearly_or_works(function, capsys):
+    fn, good = SWEEP[function]
+    cryptic = []
+    for argument in good():
+        for label, make in HOSTILE.items():
+            kwargs = good()
+            kwargs[argument] = make()
+            try:
+                fn(**kwargs)
+            except (TypeError, ValueError) as error:
+                if type(error) not in (TypeError, ValueError) or argument not in str(error):
+                    cryptic.append(f"{argument}={label}: {type(error).__name__}: {str(error)[:120]}")
+            except Exception as error:  # noqa: BLE001 - collected and reported below
+                cryptic.append(f"{argument}={label}: {type(error).__name__}: {str(error)[:120]}")
+    capsys.readouterr()  # show() printed the values it accepted
+    assert cryptic == []
