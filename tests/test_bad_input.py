@@ -467,7 +467,8 @@ CASES = [
     ),
     pytest.param(
         lambda: mha_lib.additive_mask(causal_mask(3), torch.int64),
-        TypeError, esc("dtype must be a floating torch.dtype such as torch.float32 (it must hold -inf), got torch.int64"),
+        TypeError,
+        esc("dtype must be a floating torch.dtype such as torch.float32 (it must hold -inf), got torch.int64"),
         id="additive_mask-int-dtype",
     ),
     pytest.param(
@@ -897,7 +898,8 @@ HOSTILE = {
     "None": lambda: None, "str": lambda: "3", "bool": lambda: True, "float": lambda: 2.5, "negative": lambda: -2,
     "zero": lambda: 0, "huge": lambda: 10**20, "nan": lambda: float("nan"), "inf": lambda: float("inf"),
     "list": lambda: [1.0, 2.0], "ndarray": lambda: np.ones((2, 3, 4), dtype=np.float32),
-    "int64": lambda: torch.ones(2, 3, 4, dtype=torch.long), "bool-tensor": lambda: torch.ones(2, 3, 4, dtype=torch.bool),
+    "int64": lambda: torch.ones(2, 3, 4, dtype=torch.long),
+    "bool-tensor": lambda: torch.ones(2, 3, 4, dtype=torch.bool),
     "complex": lambda: torch.ones(2, 3, 4, dtype=torch.complex64), "sparse": lambda: torch.ones(2, 3, 4).to_sparse(),
     "0-d": lambda: torch.tensor(1.0), "1-d": lambda: torch.ones(4), "5-d": lambda: torch.ones(1, 1, 2, 3, 4),
     "empty": lambda: torch.ones(2, 0, 4), "meta": lambda: torch.ones(2, 3, 4, device="meta"),

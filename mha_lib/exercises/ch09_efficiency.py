@@ -64,7 +64,8 @@ class _Watcher(TorchFunctionMode):
         if name != "__get__":  # attribute reads such as .shape are not operations
             self.count.calls.append(name)
         for t in out if isinstance(out, (tuple, list)) else (out,):
-            if (isinstance(t, Tensor) and t.layout is torch.strided and t.device.type != "meta" and t.dim() >= 2 and tuple(t.shape[-2:]) == (self.rows, self.cols)
+            if (isinstance(t, Tensor) and t.layout is torch.strided and t.device.type != "meta"  # has storage
+                    and t.dim() >= 2 and tuple(t.shape[-2:]) == (self.rows, self.cols)
                     and t.numel() >= self.min_numel and t.is_floating_point()):
                 address = t.untyped_storage().data_ptr()
                 if address not in self.seen:  # in-place results and views share memory already seen
