@@ -798,8 +798,8 @@ def test_fully_stray_joiners_are_not_a_token():
 
 def test_validation_keeps_the_forward_pass_cheap():
     """The checks are attribute reads: no tensor pass and no device sync on the modules' path (measured in the
-    issue-12 note: 89 -> about 90 µs for a (2, 8, 16) forward). Here: the explicit-scale overflow check, the
-    only one that reads tensor values, is not run by the modules."""
+    issue-12 note, CPU time of a (2, 8, 16) forward: 77 -> 80 µs explicit, 44 -> 46 µs sdpa). Here: the
+    explicit-scale overflow check, the only one that reads tensor values, is not run by the modules."""
     mha = small_mha().eval()
     calls = []
     original = torch.isfinite
