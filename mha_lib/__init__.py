@@ -21,7 +21,16 @@ Chapter 10, a trained model (imported on use, so ``import mha_lib`` never loads 
 """
 
 from .conversions import fused_from_split, split_from_wrapper, torch_mha_from
-from .data import JOURNEY_TOKENS, SEED002_SENTENCE, SEED002_TOKENS, embed_tokens, journey_batch, journey_inputs, tokenize, toy_sentence
+from .data import (
+    JOURNEY_TOKENS,
+    WALKTHROUGH_SENTENCE,
+    WALKTHROUGH_TOKENS,
+    embed_tokens,
+    journey_batch,
+    journey_inputs,
+    tokenize,
+    toy_sentence,
+)
 from .functional import (
     KERNELS,
     attention_scores,
@@ -73,7 +82,8 @@ def __getattr__(name):
 
 __all__ = [
     "GPT_CONFIGS", "GPTConfig", "HEAD_FORMERS", "DirectSplitHeads", "GroupedConvHeads", "ProjectionHeads",
-    "SEED002_SENTENCE", "SEED002_TOKENS", "attention_parameter_count", "gpt_parameter_count", "make_head_former",
+    "WALKTHROUGH_SENTENCE", "WALKTHROUGH_TOKENS", "attention_parameter_count", "gpt_parameter_count",
+    "make_head_former",
     "mask_from_allowed", "mask_from_blocked",
     "CausalAttention", "FusedMultiHeadAttention", "JOURNEY_TOKENS", "KERNELS", "MultiHeadAttention",
     "MultiHeadAttentionWrapper", "SelfAttention", "additive_mask", "attention_scores", "causal_mask",

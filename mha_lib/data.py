@@ -147,14 +147,14 @@ def toy_sentence(text: str = "Your journey starts with one step", d_model: int =
     return tokens, embed_tokens(tokens, d_model, seed=seed)
 
 
-#: The sentence of seed 002's GPT-2-sized walkthrough (chapter 8): "LLM with me. Classmate Guo loves AI and likes
+#: The sentence of the GPT-2-sized walkthrough (chapter 8): "LLM with me. Classmate Guo loves AI and likes
 #: games".
-SEED002_SENTENCE = "LLM with me.郭同学热爱AI喜欢游戏"
+WALKTHROUGH_SENTENCE = "LLM with me.郭同学热爱AI喜欢游戏"
 
 #: Its 16 tokens, an *illustrative* split that gives the seed's sequence length of 16: "LLM" cut into "LL" + "M"
 #: as GPT-2's tokenizer does, one token per Chinese character, and GPT-2's end-of-text marker as the 16th.
 #: (GPT-2's real byte-level BPE often cuts a Chinese character into two or three byte pieces; its " with" and " me"
 #: also carry the space in front, dropped here for readable labels.)
-SEED002_TOKENS = (
+WALKTHROUGH_TOKENS = (
     "LL", "M", "with", "me", ".", "郭", "同", "学", "热", "爱", "AI", "喜", "欢", "游", "戏", "<|endoftext|>",
 )

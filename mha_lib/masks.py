@@ -13,7 +13,7 @@ convention                                     who uses it                 conve
 ``triu(ones, diagonal=1)``, 1 = blocked        LLMs-from-scratch (000)     ``mask_from_blocked``
 ``tril(ones)`` buffer, 0 = blocked             nanoGPT (003)               ``mask_from_allowed``
 ``valid_lens`` (B,) or (B, T), fill -1e6       D2L (004)                   ``mask_from_valid_lens``
-key padding ``(B, S)``, ``True`` = padded      seed 001, nn.MultiheadAttn  ``mask_from_key_padding``
+key padding ``(B, S)``, ``True`` = padded      key-padding tut., nn.MHA    ``mask_from_key_padding``
 boolean ``attn_mask``, ``True`` = blocked      nn.MultiheadAttention       ``mask_from_blocked``
 boolean ``attn_mask``, ``True`` = attend       F.scaled_dot_product_attn   (already a keep mask)
 float, 0 = attend, ``-inf`` = blocked          additive masks              ``additive_mask`` builds one
@@ -32,7 +32,8 @@ Tensor = torch.Tensor
 def causal_mask(num_queries: int, num_keys: int | None = None, *, device=None) -> Tensor:
     """Keep mask ``(T, S)``: query ``t`` may see keys ``0..t`` (itself included, never the future).
 
-    The diagonal is *kept*: masking it too (as seed 002 suggests) leaves query 0 with nothing to attend to.
+    The diagonal is *kept*: masking it too (as the GPT-2-sized walkthrough suggests) leaves query 0 with nothing
+    to attend to.
     With ``T != S`` the triangle starts at the top-left corner, as ``is_causal=True`` does in PyTorch.
     """
     num_queries = check_positive_int("num_queries", num_queries)
@@ -63,7 +64,7 @@ def mask_from_blocked(blocked: Tensor) -> Tensor:
 def mask_from_allowed(allowed: Tensor) -> Tensor:
     """A mask where ``True`` / 1 means *may attend* and 0 means blocked, as a ``torch.bool`` keep mask.
 
-    Reads nanoGPT's ``torch.tril(torch.ones(T, T))`` buffer (seed 003 blocks where ``buffer == 0``); a boolean
+    Reads nanoGPT's ``torch.tril(torch.ones(T, T))`` buffer (blocked where ``buffer == 0``); a boolean
     ``F.scaled_dot_product_attention`` mask already is a keep mask and comes back unchanged.
     """
     return _check_zero_one("allowed", allowed).bool()
@@ -122,8 +123,8 @@ def mask_from_valid_lens(valid_lens: Tensor, num_queries: int, num_keys: int) ->
 
 
 def mask_from_key_padding(key_padding_mask: Tensor, batch_size: int, num_keys: int) -> Tensor:
-    """Seed 001's / ``nn.MultiheadAttention``'s key padding mask ``(B, S)``, ``True`` = padded, as a keep mask
-    ``(B, 1, 1, S)`` (one row broadcast over heads and queries)."""
+    """The key-padding tutorial's / ``nn.MultiheadAttention``'s key padding mask ``(B, S)``, ``True`` = padded,
+    as a keep mask ``(B, 1, 1, S)`` (one row broadcast over heads and queries)."""
     batch_size = check_positive_int("batch_size", batch_size)
     num_keys = check_positive_int("num_keys", num_keys)
     check_bool_mask("key_padding_mask", key_padding_mask, (batch_size, num_keys), "(B, S)")

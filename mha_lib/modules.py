@@ -8,7 +8,7 @@ The modules only *project* and *reshape*; the attention itself is a kernel from 
     MultiHeadAttention         one projection per Q/K/V split into H heads   (chapter 3 onwards)
     FusedMultiHeadAttention    one projection for Q, K and V together        (chapter 3, as in nanoGPT)
 
-Constructor arguments follow *Build a Large Language Model (From Scratch)* (seed 000) so that its code and its
+Constructor arguments follow *Build a Large Language Model (From Scratch)* (Raschka) so that its code and its
 printed numbers carry over. Beware its naming trap: in ``MultiHeadAttentionWrapper`` ``d_out`` is the width of
 *one head* (the output is ``num_heads * d_out`` wide); in ``MultiHeadAttention`` it is the *total* width.
 """
@@ -202,7 +202,7 @@ class MultiHeadAttention(_MultiHeadBase):
     forward(x, kv=None, *, key_padding_mask=None, valid_lens=None, return_weights=False)
         x   ``(B, T, d_in)``: the queries' sequence.
         kv  ``(B, S, d_kv_in)``: another sequence for keys and values (cross-attention); default ``x``.
-        key_padding_mask ``(B, S)`` bool, ``True`` = padding (seed 001, ``nn.MultiheadAttention``), or
+        key_padding_mask ``(B, S)`` bool, ``True`` = padding (the key-padding tutorial, ``nn.MultiheadAttention``), or
         valid_lens ``(B,)`` / ``(B, T)`` ints (D2L).
         Returns ``(B, T, d_out)``, and the weights ``(B, H, T, S)`` too when ``return_weights=True``.
 
@@ -271,7 +271,7 @@ class MultiHeadAttention(_MultiHeadBase):
 
 
 class FusedMultiHeadAttention(_MultiHeadBase):
-    """Multi-head *self*-attention with one ``Linear(d_in, 3 * d_out)`` for Q, K and V together (seed 003).
+    """Multi-head *self*-attention with one ``Linear(d_in, 3 * d_out)`` for Q, K and V together (nanoGPT).
 
     Same function as ``MultiHeadAttention``: one big matmul instead of three smaller ones. Same ``forward``
     arguments, without ``kv`` (one input feeds all three projections).

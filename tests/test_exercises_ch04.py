@@ -128,7 +128,7 @@ def test_scaled_head_scores_names_the_mistake(phrase):
 
 def test_seed001s_slip_is_named_after_the_seed():
     feedback = ch04.check_scaled_head_scores(WRONG_HEAD_SCORES["you divided by √D_in, the width of the input x"])
-    assert "Seed 001" in feedback.message
+    assert "key-padding tutorial" in feedback.message
 
 
 def test_scaled_head_scores_catches_hard_coded_sizes():

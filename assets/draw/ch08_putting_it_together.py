@@ -23,7 +23,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
 import mha_lib
-from mha_lib.data import SEED002_TOKENS
+from mha_lib.data import WALKTHROUGH_TOKENS
 from mha_lib.fonts import use_cjk_fallback
 from mha_lib.plotting import MASKED_RGB, colour_scale
 
@@ -39,7 +39,7 @@ def head0_stages() -> list[torch.Tensor]:
     """Scores, scaled, masked, weights of head 0, sentence 0: the chapter's layer (seeds 0 and 1, default init)."""
     torch.manual_seed(0)
     layer = mha_lib.MultiHeadAttention(D, D, context_length=1024, dropout=0.0, num_heads=H, qkv_bias=True)
-    x = mha_lib.embed_tokens(SEED002_TOKENS, D)  # (T, D): sentence 0 of the chapter's batch
+    x = mha_lib.embed_tokens(WALKTHROUGH_TOKENS, D)  # (T, D): sentence 0 of the chapter's batch
     with torch.no_grad():
         q = mha_lib.split_heads(layer.W_query(x[None]), H)[0, 0]  # (1, T, D) -> (1, H, T, Dh) -> (T, Dh)
         k = mha_lib.split_heads(layer.W_key(x[None]), H)[0, 0]

@@ -1,4 +1,4 @@
-"""Checkers for chapter 2, several independent heads concatenated (the wrapper of seed 000).
+"""Checkers for chapter 2, several independent heads concatenated (the wrapper of Raschka's book).
 
     check_wrapper(cls)   cls(d_in, d_out, context_length, dropout, num_heads) -> a module whose forward(x)
                          returns the heads' outputs side by side, (B, T, num_heads * d_out)

@@ -6,7 +6,7 @@
 Each checker draws its own inputs from a private generator (the notebook's random state is left alone), runs the
 student's function, compares it with a reference and, when the answer is wrong, names the mistake it reproduces.
 The widths of ``check_scaled_head_scores`` are all different on purpose (D_in = 12, D = 8, Dh = 4): dividing by
-the input width (seed 001's slip), by the model width or by Dh then each gives a tensor of its own.
+the input width (the key-padding tutorial's slip), by the model width or by Dh then each gives a tensor of its own.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ NO_SCALE = "you forgot the scaling: divide the scores by √Dh, the width of one
 SCALED_BY_MODEL_WIDTH = ("you divided by √D, the width of all heads together (q.shape[-1] *before* the split), "
                          "instead of √Dh, the width of one head.")
 SCALED_BY_INPUT_WIDTH = ("you divided by √D_in, the width of the input x, instead of √Dh, the width of one head. "
-                         "Seed 001 makes this slip (key_dim ** 0.5).")
+                         "The key-padding tutorial makes this slip (key_dim ** 0.5).")
 DIVIDED_BY_DH = "you divided by Dh instead of √Dh: the scale is 1 / math.sqrt(Dh)."
 MULTIPLIED_BY_ROOT = "you multiplied by √Dh instead of dividing by it."
 NOT_SPLIT = ("you computed one score matrix over the full width: split q and k into num_heads heads first, "

@@ -71,14 +71,14 @@ def _causal_weights_mistakes(scores: Tensor) -> dict[str, Tensor]:
 
 
 def _diagonal_masked_with_inf(scores: Tensor) -> Tensor:
-    """Seed 002's slip: the upper triangle *and* the diagonal set to -inf; row 0 becomes 0/0 = NaN."""
+    """The GPT-2-sized walkthrough's slip: the upper triangle *and* the diagonal at -inf; row 0 becomes NaN."""
     blocked = torch.ones(scores.shape[-2:], dtype=torch.bool).triu()  # diagonal included
     return torch.softmax(scores.masked_fill(blocked, NEG_INF), dim=-1)
 
 
 def _judge_causal_weights(name: str, answer, scores: Tensor, expected: Tensor, mistakes: dict) -> Feedback:
     """``expected`` and ``mistakes`` come from the checker's own copy of ``scores``, made before the call."""
-    # seed 002's slip makes NaN rows; compare() names it through its NaN-aware mistake matching
+    # the GPT-2-sized walkthrough's slip makes NaN rows; compare() names it through its NaN-aware mistake matching
     return compare(name, answer, expected, mistakes={MASKED_DIAGONAL_NAN: _diagonal_masked_with_inf(scores),
                                                      **mistakes})
 
@@ -129,7 +129,8 @@ def _padded_causal_candidates(padding: Tensor, T: int) -> tuple[Tensor, dict[str
 def check_padded_causal_mask(student_fn: Callable[[Tensor, int], Tensor]) -> Feedback:
     """``student_fn(key_padding_mask, T)`` must return the keep mask of a padded decoder batch, ``(B, 1, T, T)``.
 
-    key_padding_mask ``(B, T)``, ``True`` = padding (seed 001's and ``nn.MultiheadAttention``'s convention).
+    key_padding_mask ``(B, T)``, ``True`` = padding (the key-padding tutorial's and
+    ``nn.MultiheadAttention``'s convention).
     Query t of sequence b may attend to key s when ``s <= t`` **and** key s is not padding. Any shape that
     broadcasts to ``(B, 1, T, T)`` with the batch first is accepted.
     """

@@ -45,9 +45,9 @@ PER_HEAD_FULL = ("you gave every head its own D × D matrices: the heads *share 
                  "W_v (Dh = D / H each), so the count does not depend on the number of heads.")
 ONE_HEAD_ONLY = ("you counted one head's slice (D × Dh) only: H slices of width Dh make the full D × D matrix; "
                  "the count does not depend on the number of heads.")
-SEED_002 = ("that is seed 002's formula: 4·768 is four *vectors* of length 768 (just the biases), and "
-            "50257·768 is the token-embedding table, which belongs to the whole model, not to an attention "
-            "layer. Count the four D × D matrices, then the biases.")
+SEED_002 = ("that is the GPT-2-sized walkthrough's formula: 4·768 is four *vectors* of length 768 (just the "
+            "biases), and 50257·768 is the token-embedding table, which belongs to the whole model, not to an "
+            "attention layer. Count the four D × D matrices, then the biases.")
 SEED_002_TIMES_175 = (SEED_002 + " (And 175 is not a number of layers: GPT-3 has 96 blocks; 175 is its size in "
                       "billions of parameters.)")
 FOUR_VECTORS = "you counted four vectors of length D (4·D): each projection is a D × D matrix, 4·D² in all."

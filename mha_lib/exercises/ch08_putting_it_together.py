@@ -46,9 +46,9 @@ SPLIT_NO_TRANSPOSE = ("you split the heads by viewing straight to (B, H, T, Dh):
 SOFTMAX_QUERIES = "you took the softmax over the queries (dim=-2): each query's row must sum to 1, use dim=-1."
 NO_SOFTMAX = ("you multiplied V by the masked scores, not by the weights: the softmax is missing (and "
               "-inf · v gave NaN).")
-DIAGONAL_NAN = ("row 0 of your output is NaN: you masked the diagonal too (seed 002's upper triangle *including* "
-                "the diagonal), so token 0 had no key left, and softmax of a row of -inf is 0/0. Block only "
-                "the strict upper triangle: torch.triu(..., diagonal=1), or keep torch.tril(...).")
+DIAGONAL_NAN = ("row 0 of your output is NaN: you masked the diagonal too (the GPT-2-sized walkthrough's upper "
+                "triangle *including* the diagonal), so token 0 had no key left, and softmax of a row of -inf is "
+                "0/0. Block only the strict upper triangle: torch.triu(..., diagonal=1), or keep torch.tril(...).")
 SOME_NAN = ("your output contains NaN: some row of scores was -inf everywhere before the softmax. Check which "
             "entries your mask blocks: query t must keep keys 0..t.")
 CALLED_LAYER = ("do not call layer(x) (that is the answer itself): build the output from layer.W_query, "
@@ -81,8 +81,8 @@ def forward_variant(
 ) -> Tensor:
     """The forward pass step by step, with switches that reproduce the usual mistakes.
 
-    ``mask``: "causal", "none", "diagonal" (seed 002: the diagonal blocked too) or "after" (zeroed after the
-    softmax). ``softmax_dim=None`` skips the softmax. ``split``/``merge``: "right" or "no_transpose".
+    ``mask``: "causal", "none", "diagonal" (the GPT-2-sized walkthrough's slip: the diagonal blocked too) or
+    "after" (zeroed after the softmax). ``softmax_dim=None`` skips the softmax. ``split``/``merge``: "right" or "no_transpose".
     """
     if not isinstance(layer, MultiHeadAttention):
         raise TypeError(f"layer must be a mha_lib.MultiHeadAttention, got {type(layer).__name__}")
@@ -155,7 +155,7 @@ def check_attention_forward(student_fn) -> Feedback:
             return failed(EXERCISE, NO_SOFTMAX)
         nan_rows = torch.isnan(answer).any(dim=-1)  # (B, T)
         diagonal_rows = torch.zeros_like(nan_rows)
-        diagonal_rows[:, 0] = True  # seed 002's mask leaves token 0 with nothing to attend to
+        diagonal_rows[:, 0] = True  # the GPT-2-sized walkthrough's mask leaves token 0 with nothing to attend to
         return failed(EXERCISE, DIAGONAL_NAN if torch.equal(nan_rows, diagonal_rows) else SOME_NAN)
     return compare(EXERCISE, answer, expected, mistakes=mistakes,
                    success="correct: your pieces compute exactly what the layer computes.")

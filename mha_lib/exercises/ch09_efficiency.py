@@ -102,8 +102,8 @@ NO_SCALE = "you forgot the scaling: multiply q (or the scores) by 1/√Dh, Dh = 
 DIVIDED_BY_DH = "you divided by Dh instead of √Dh: the scale is 1 / math.sqrt(Dh)."
 NO_MASK = "the future is not masked: block every key s > t with the causal mask before the softmax."
 SOFTMAX_COLUMNS = "softmax over the wrong dimension: each query's row must sum to 1, use dim=-1."
-MASKED_DIAGONAL = ("row 0 is NaN: you blocked the diagonal too, so query 0 may attend to nothing (seed 002's slip). "
-                   "A query may attend to itself: mha_lib.causal_mask(T) keeps the diagonal.")
+MASKED_DIAGONAL = ("row 0 is NaN: you blocked the diagonal too, so query 0 may attend to nothing (the GPT-2-sized "
+                   "walkthrough's slip). A query may attend to itself: mha_lib.causal_mask(T) keeps the diagonal.")
 CONTEXT_WRONG = "your weights are right but the context is not: it is weights @ v."
 TOO_MANY = ("right values, but your function created {n} tensors of shape (..., T, S) ({what}); the weights it "
             "returns are the only one it needs. Scale q instead of the scores, then write the mask and the "
