@@ -17,12 +17,13 @@ The last line is ``trained_redraw_ms_median=<number>``.
 
 from __future__ import annotations
 
-import argparse
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling benchmark's helpers
+from widget_redraw import kernel_main, time_explorer  # noqa: E402
 
 TIMED_ROUNDS = 6
 NEW_SENTENCES = (
@@ -61,9 +62,6 @@ def time_trained_explorer():
 
 
 def report() -> None:
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from widget_redraw import time_explorer
-
     _, chapters_timed, _, _ = time_explorer()
     first, by_control, typed = time_trained_explorer()
     med = statistics.median
@@ -80,43 +78,8 @@ def report() -> None:
     print(f"trained_redraw_ms_median={med(timed):.1f}")
 
 
-def run_in_kernel() -> str:
-    """Run ``report()`` inside a fresh Jupyter kernel and return what it printed."""
-    from jupyter_client.manager import start_new_kernel
-
-    manager, client = start_new_kernel(kernel_name="python3", stderr=subprocess.DEVNULL)
-    try:
-        here = Path(__file__).resolve()
-        code = (f"import sys; sys.path.insert(0, {str(here.parent)!r})\n"
-                "import trained_head_redraw\ntrained_head_redraw.report()")
-        printed, errors = [], []
-
-        def collect(message):
-            kind, content = message["msg_type"], message["content"]
-            if kind == "stream":
-                (printed if content["name"] == "stdout" else errors).append(content["text"])
-            elif kind == "error":
-                errors.append("\n".join(content["traceback"]))
-
-        reply = client.execute_interactive(code, timeout=600, output_hook=collect)
-        if reply["content"]["status"] != "ok" or errors:
-            raise SystemExit("the benchmark failed in the kernel:\n" + "".join(errors))
-        return "".join(printed)
-    finally:
-        client.stop_channels()
-        manager.shutdown_kernel(now=True)
-
-
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--here", action="store_true", help="measure in this process instead of a kernel")
-    args = parser.parse_args(argv)
-    if args.here:
-        report()
-        return
-    lines = run_in_kernel().strip().splitlines()
-    final = [line for line in lines if line.startswith("trained_redraw_ms_median=")]
-    print("\n".join([line for line in lines if line not in final] + final[-1:]))
+    kernel_main(argv, __doc__, "trained_head_redraw", report, "trained_redraw_ms_median")
 
 
 if __name__ == "__main__":

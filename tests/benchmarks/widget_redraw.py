@@ -122,15 +122,15 @@ def report() -> None:
     print(f"redraw_ms_median={med(timed):.1f}")
 
 
-def run_in_kernel() -> str:
-    """Run ``report()`` inside a fresh Jupyter kernel (the notebook's situation) and return what it printed."""
+def run_in_kernel(module: str = "widget_redraw") -> str:
+    """Run ``<module>.report()`` inside a fresh Jupyter kernel (the notebook's situation); return what it printed."""
     from jupyter_client.manager import start_new_kernel
 
     # the kernel's stderr would only add jupyter_client's "running over TCP" notice; errors come back below
     manager, client = start_new_kernel(kernel_name="python3", stderr=subprocess.DEVNULL)
     try:
         here = Path(__file__).resolve()
-        code = f"import sys; sys.path.insert(0, {str(here.parent)!r})\nimport widget_redraw\nwidget_redraw.report()"
+        code = f"import sys; sys.path.insert(0, {str(here.parent)!r})\nimport {module}\n{module}.report()"
         printed, errors = [], []
 
         def collect(message):
@@ -149,16 +149,21 @@ def run_in_kernel() -> str:
         manager.shutdown_kernel(now=True)
 
 
-def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def kernel_main(argv: list[str], doc: str, module: str, report, final_key: str) -> None:
+    """The command line of a redraw benchmark: measure in a kernel (or ``--here``), the ``final_key=`` line last."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--here", action="store_true", help="measure in this process instead of a kernel")
     args = parser.parse_args(argv)
     if args.here:
         report()
         return
-    lines = run_in_kernel().strip().splitlines()
-    final = [line for line in lines if line.startswith("redraw_ms_median=")]
+    lines = run_in_kernel(module).strip().splitlines()
+    final = [line for line in lines if line.startswith(f"{final_key}=")]
     print("\n".join([line for line in lines if line not in final] + final[-1:]))
+
+
+def main(argv: list[str]) -> None:
+    kernel_main(argv, __doc__, "widget_redraw", report, "redraw_ms_median")
 
 
 if __name__ == "__main__":
