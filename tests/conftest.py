@@ -23,6 +23,7 @@ def pytest_report_header(config):
 
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest -p no:xdist (or without xdist) still runs
 def pytest_xdist_make_scheduler(config, log):
     """`make test` runs pytest-xdist with `--dist loadfile`: each test file, and each notebook (nbval runs a
     notebook's cells in order in one kernel), stays whole on one worker. One exception, so that both workers share
