@@ -218,11 +218,7 @@ def plot_heads(
         raise ValueError(f"weights must not be empty, got shape {tuple(weights.shape)}")
     keep = _keep_mask(mask, weights)  # broadcast to the shape of weights, or None
     if weights.dim() == 4:
-        if isinstance(batch_index, bool) or not isinstance(batch_index, numbers.Integral):
-            raise TypeError(f"batch_index must be an int, got {type(batch_index).__name__} {batch_index!r}")
-        if not 0 <= batch_index < weights.shape[0]:
-            raise ValueError(f"batch_index must be in [0, {weights.shape[0] - 1}], got {batch_index}")
-        weights = weights[batch_index]  # (B, H, T, S) -> (H, T, S)
+        weights = _one_sequence(weights, batch_index)  # (B, H, T, S) -> (H, T, S)
         keep = None if keep is None else keep[batch_index]  # (B, H, T, S) -> (H, T, S)
     elif weights.dim() == 2:
         weights = weights[None]  # (T, S) -> (1, T, S)
@@ -330,11 +326,7 @@ def plot_stages(
             raise TypeError(f"stages must have str names, got {type(name).__name__} {name!r}")
         check_tensor(f"stages[{name!r}]", values)
         if values.dim() == 4:
-            if isinstance(batch_index, bool) or not isinstance(batch_index, numbers.Integral):
-                raise TypeError(f"batch_index must be an int, got {type(batch_index).__name__} {batch_index!r}")
-            if not 0 <= batch_index < values.shape[0]:
-                raise ValueError(f"batch_index must be in [0, {values.shape[0] - 1}], got {batch_index}")
-            values = values[batch_index]  # (B, H, T, S) -> (H, T, S)
+            values = _one_sequence(values, batch_index)  # (B, H, T, S) -> (H, T, S)
         if values.dim() != 3:
             raise ValueError(f"stages[{name!r}] must be (H, T, S) or (B, H, T, S), got shape {tuple(values.shape)}")
         arrays[name] = values.detach().cpu().double().numpy()
@@ -598,3 +590,12 @@ def _whole_pixels(width: float, height: float) -> tuple[float, float]:
     """A figure size in inches that is a whole number of pixels (its repr, "<Figure size 1200x690 …>", is what
     the notebooks' sanitizer recognises; "690.333" would not be)."""
     return round(width * DPI) / DPI, round(height * DPI) / DPI
+
+
+def _one_sequence(values: torch.Tensor, batch_index) -> torch.Tensor:
+    """Sequence ``batch_index`` of a ``(B, H, T, S)`` tensor, as ``(H, T, S)``; a clear error for a bad index."""
+    if isinstance(batch_index, bool) or not isinstance(batch_index, numbers.Integral):
+        raise TypeError(f"batch_index must be an int, got {type(batch_index).__name__} {batch_index!r}")
+    if not 0 <= batch_index < values.shape[0]:
+        raise ValueError(f"batch_index must be in [0, {values.shape[0] - 1}], got {batch_index}")
+    return values[batch_index]  # (B, H, T, S) -> (H, T, S)
