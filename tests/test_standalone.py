@@ -143,14 +143,16 @@ def worker_id(request):
 
 def _kernel_manager(python: Path, folder: Path):
     from jupyter_client.kernelspec import KernelSpecManager
-    from jupyter_client.manager import KernelManager
+    from jupyter_client.manager import AsyncKernelManager
 
     spec_dir = folder / "kernels" / "standalone"
     spec_dir.mkdir(parents=True)
     (spec_dir / "kernel.json").write_text(json.dumps({
         "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
         "display_name": "standalone", "language": "python"}), encoding="utf-8")
-    return KernelManager(kernel_name="standalone",
+    # async, as nbclient expects: a blocking client's wait for a lost message would stall the event loop (and
+    # with it the cell timeout) for ever
+    return AsyncKernelManager(kernel_name="standalone",
                          kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(folder / "kernels")]))
 
 
@@ -184,6 +186,7 @@ def _bad_images(cell) -> list[str]:
 # built once)
 @pytest.mark.parametrize("path", NOTEBOOK_PATHS, ids=[p.name for p in NOTEBOOK_PATHS])
 def test_notebook_runs_alone_from_the_wheel(path, standalone, tmp_path):
+    from jupyter_core.utils import run_sync
     from nbclient import NotebookClient
 
     python, wheel = standalone
@@ -202,7 +205,7 @@ def test_notebook_runs_alone_from_the_wheel(path, standalone, tmp_path):
         client.execute(env=env)
     finally:  # nbclient shuts down only the kernels it creates itself
         if km.has_kernel:
-            km.shutdown_kernel(now=True)
+            run_sync(km.shutdown_kernel)(now=True)
 
     errors, stderr = [], []
     for index, cell in enumerate(nb.cells):
