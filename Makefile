@@ -14,7 +14,7 @@ WIDGETS7_STAMP := $(WIDGETS7)/.installed
 # ipywidgets' saveState setting), so a notebook that was run, saved and reopened shows no widget error
 JUPYTER_CONFIG := $(VENV)/etc/jupyter/jupyter_server_config.d/mha_lib.json
 
-.PHONY: lab test notebooks benchmarks slides install clean
+.PHONY: lab test notebooks benchmarks checkpoints slides install clean
 
 lab: $(STAMP) $(JUPYTER_CONFIG)
 	$(BIN)/jupyter lab notebooks/00_start_here.ipynb
@@ -31,6 +31,10 @@ notebooks: $(STAMP)
 # Re-measure speed, memory and import time (saved in mha_lib/benchmark_results/), then refresh chapter 9 which plots them.
 benchmarks: $(STAMP)
 	$(BIN)/python tests/benchmarks/run_all.py --quiet-below 10
+
+# Retrain chapter 11's three tiny models on the CPU (about a minute, deterministic) into mha_lib/checkpoints/.
+checkpoints: $(STAMP)
+	$(BIN)/python tests/train_induction.py
 
 # One reveal.js deck per chapter in build/slides/ (works offline: copy the whole folder). Teacher's guide:
 # notebooks/TEACHERS_GUIDE.md, rewritten by `make notebooks`.

@@ -18,6 +18,12 @@ Chapter 10, a trained model (imported on use, so ``import mha_lib`` never loads 
     pretrained.py   all-MiniLM-L6-v2 offline; BERT attention -> MultiHeadAttention; the encoder on it; ablation
     head_roles.py   per-head scores (previous/next/own token, [CLS], [SEP], entropy, coreference)
     corpus.py       the chapter's sentences;  trained_explorer.py / trained_plots.py  its explorer and figures
+    ablation.py     knocking heads out (chapters 10 and 11)
+
+Chapter 11, heads that learn on the CPU:
+
+    induction.py    a tiny attention-only causal transformer, its repeated-segment task, training, scores and
+                    the three shipped runs (checkpoints/, written by tests/train_induction.py)
 """
 
 from .conversions import fused_from_split, split_from_wrapper, torch_mha_from

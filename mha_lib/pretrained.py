@@ -34,8 +34,9 @@ from typing import NamedTuple, Sequence
 import torch
 from torch import nn
 
+from .ablation import check_head_mask, scaled_heads
 from .modules import MultiHeadAttention
-from .widgets import _one_thread
+from .runtime import one_thread
 
 Tensor = torch.Tensor
 
@@ -188,38 +189,6 @@ class EncoderRun(NamedTuple):
     attention_outputs: tuple[Tensor, ...]  # each MultiHeadAttention's output (after out_proj), (B, T, D)
 
 
-def check_head_mask(name: str, mask, num_layers: int, num_heads: int) -> Tensor:
-    """A keep mask over heads: ``(L, H)`` for the whole batch or ``(B, L, H)`` one per sentence; 1 = keep."""
-    if not isinstance(mask, torch.Tensor):
-        raise TypeError(f"{name} must be a tensor of shape (L, H) or (B, L, H), got {type(mask).__name__}")
-    if mask.dim() not in (2, 3) or tuple(mask.shape[-2:]) != (num_layers, num_heads):
-        raise ValueError(f"{name} must have shape ({num_layers}, {num_heads}) or (B, {num_layers}, {num_heads}) "
-                         f"(layers × heads), got {tuple(mask.shape)}")
-    return mask
-
-
-@contextlib.contextmanager
-def _scaled_heads(layer: MultiHeadAttention, keep: Tensor | None):
-    """Multiply each head's context by ``keep`` (H,) or (B, H) before ``out_proj`` (a forward pre-hook)."""
-    if keep is None:
-        yield
-        return
-    Dh = layer.head_dim
-
-    def hook(module, args):
-        (context,) = args  # (B, T, D): the heads merged, head h in columns h·Dh ... (h+1)·Dh - 1
-        factor = keep.to(context.device, context.dtype).repeat_interleave(Dh, dim=-1)  # (..., H) -> (..., D)
-        if factor.dim() == 2:
-            factor = factor[:, None, :]  # (B, D) -> (B, 1, D): the same for every token
-        return (context * factor,)
-
-    handle = layer.out_proj.register_forward_pre_hook(hook)
-    try:
-        yield
-    finally:
-        handle.remove()
-
-
 class StudentEncoder(nn.Module):
     """The model's encoder, run layer by layer, with ``MultiHeadAttention`` in place of each self-attention.
 
@@ -262,7 +231,7 @@ class StudentEncoder(nn.Module):
             raise ValueError(f"start_layer must be an int in [0, {self.num_layers - 1}], got {start_layer!r}")
         if (start_layer > 0) != (start_hidden is not None):
             raise ValueError("start_hidden (the cached input of start_layer) goes with start_layer > 0, and only then")
-        with _one_thread():  # the chapter's matrices are small: a second thread costs more than it saves
+        with one_thread():  # the chapter's matrices are small: a second thread costs more than it saves
             return self._run(batch, head_mask, start_layer, start_hidden)
 
     def _run(self, batch: Batch, head_mask: Tensor | None, start_layer: int, start_hidden: Tensor | None):
@@ -273,7 +242,7 @@ class StudentEncoder(nn.Module):
             block, attention = self.model.encoder.layer[index], self.attentions[index]
             keep = None if head_mask is None else head_mask[..., index, :]  # (H,) or (B, H)
             inputs.append(x)
-            with _scaled_heads(attention, keep):
+            with scaled_heads(attention, keep):
                 out, w = attention(x, key_padding_mask=padding, return_weights=True)  # (B, T, D), (B, H, T, T)
             h = block.attention.output.LayerNorm(out + x)  # residual + LayerNorm (dropout is off in eval)
             x = block.output(block.intermediate(h), h)  # feed-forward, residual + LayerNorm
@@ -315,7 +284,7 @@ def ablated_embeddings(encoder: StudentEncoder, batch: Batch, head_masks: Tensor
         raise ValueError(f"head_masks must have shape (N, {encoder.num_layers}, {encoder.num_heads}), "
                          f"got {tuple(head_masks.shape)}")
     N, B = head_masks.shape[0], batch.input_ids.shape[0]
-    with torch.no_grad(), _one_thread():
+    with torch.no_grad(), one_thread():
         full = encoder(batch)
         out = torch.empty(N, B, full.hidden.shape[-1], dtype=full.hidden.dtype)
         changed = (head_masks != 1).any(dim=-1)  # (N, L): which layers each mask touches

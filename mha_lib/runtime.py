@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from typing import Iterator
+
 import torch
 
 from .validation import check_seed
@@ -34,3 +37,16 @@ def make_reproducible(seed: int | None = None) -> None:
     torch.backends.cudnn.allow_tf32 = False
     if seed is not None:
         torch.manual_seed(seed)
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """Run torch on one thread for a moment: the chapters' matrices are tiny, and waking a second thread costs
+    more than the work itself (milliseconds per operation when other programs keep the CPU busy). One thread
+    also makes a CPU training run repeat bit for bit (chapter 11)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)

@@ -42,7 +42,6 @@ ipywidgets 7.7 (Google Colab) as well as 8.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import html
 import math
@@ -58,6 +57,7 @@ from .functional import attention_scores, masked_softmax, scale_scores, split_he
 from .masks import additive_mask, causal_mask
 from .modules import MultiHeadAttention
 from .plotting import colour_scale as _plotting_scale
+from .runtime import one_thread
 from .validation import check_divisible, check_positive_float, check_positive_int, divisors
 
 Tensor = torch.Tensor
@@ -109,7 +109,7 @@ def _projections(sentence: str, d_model: int, seed: int) -> tuple[tuple[str, ...
     tokens, embeddings = toy_sentence(sentence, d_model, seed=seed)  # (T, D)
     if len(tokens) > MAX_TOKENS:
         raise ValueError(f"sentence must have at most {MAX_TOKENS} tokens to be drawn, got {len(tokens)}")
-    with torch.random.fork_rng(devices=[]), torch.no_grad(), _one_thread():
+    with torch.random.fork_rng(devices=[]), torch.no_grad(), one_thread():
         torch.manual_seed(seed)
         layer = MultiHeadAttention(d_model, d_model, context_length=len(tokens), dropout=0.0, num_heads=1)
         q, k = layer.W_query(embeddings), layer.W_key(embeddings)  # (T, D) each
@@ -126,18 +126,6 @@ def _check_stage(stage) -> str:
     if stage not in STAGES:
         raise ValueError(f"stage must be one of {list(STAGES)}, got {stage!r}")
     return stage
-
-
-@contextlib.contextmanager
-def _one_thread():
-    """Run torch on one thread for a moment: these matrices are tiny, and waking a second thread costs more than
-    the work itself (milliseconds per operation when other programs keep the CPU busy)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 def attention_stages(
@@ -168,7 +156,7 @@ def attention_stages(
     tokens, q, k = _projections(sentence, d_model, seed)
     q = split_heads(q[None], num_heads)[0]  # (T, D) -> (1, T, D) -> (1, H, T, Dh) -> (H, T, Dh)
     k = split_heads(k[None], num_heads)[0]  # (S, D) -> (H, S, Dh)
-    with torch.no_grad(), _one_thread():
+    with torch.no_grad(), one_thread():
         scores = attention_scores(q, k)  # (H, T, Dh) @ (H, Dh, S) -> (H, T, S)
         scaled_scores = scale_scores(scores, d_model // num_heads) if scaled else scores
         keep = causal_mask(len(tokens)) if causal else None  # (T, S), broadcast over heads
