@@ -77,6 +77,21 @@ class InductionTask:
                              f"every sequence has predictable tokens, got {self.seq_len}")
 
 
+# token ids drawn as letters on heatmaps: 26 Latin capitals, then 6 Greek letters (32 symbols, one glyph each)
+TOKEN_SYMBOLS = "ABCDEFGHIJKLMNOPQRSTUVWXYZαβγδεθ"
+
+
+def token_labels(tokens) -> list[str]:
+    """One sequence's token ids as letters, for axis labels: ``[0, 1, 27]`` -> ``["A", "B", "β"]``."""
+    ids = torch.as_tensor(tokens).tolist()
+    if not isinstance(ids, list) or any(isinstance(i, list) for i in ids):
+        raise ValueError(f"tokens must be one sequence of token ids (1-D), got {torch.as_tensor(tokens).shape}")
+    bad = [i for i in ids if not isinstance(i, int) or not 0 <= i < len(TOKEN_SYMBOLS)]
+    if bad:
+        raise ValueError(f"tokens must be ids in [0, {len(TOKEN_SYMBOLS) - 1}], got {bad[:5]}")
+    return [TOKEN_SYMBOLS[i] for i in ids]
+
+
 class Batch(NamedTuple):
     tokens: Tensor  # (B, T) int64
     periods: Tensor  # (B,) int64: the length of each sequence's repeating segment
