@@ -116,13 +116,13 @@ def check_induction_score(student_fn: Callable[[Tensor, Tensor, int], Tensor]) -
         if isinstance(answer, Feedback):
             return answer
         H = weights.shape[0]
+        where = f"on the sequence {_letters(tokens)} (period {period}, {H} heads): "
         if isinstance(answer, Tensor) and answer.shape != expected.shape:
             if answer.numel() != H:
-                return failed(name, f"{NOT_PER_HEAD} Got shape {tuple(answer.shape)}.")
+                return failed(name, f"{where}{NOT_PER_HEAD} Got shape {tuple(answer.shape)}.")
             answer = answer.reshape(expected.shape)
         verdict = compare(name, answer, expected, mistakes=_induction_mistakes(weights, tokens, period), atol=1e-6)
         if not verdict:
-            where = f"on the sequence {_letters(tokens)} (period {period}, {H} heads): "
             return failed(name, where + verdict.message)
     return passed(name, "correct: the total weight on every key after an earlier occurrence of the current token, "
                         "averaged over the predictable queries (three sequences, one with a token three times in "
@@ -298,7 +298,7 @@ def _causality_models() -> tuple:
 def _as_bool(answer) -> bool | None:
     if isinstance(answer, bool):
         return answer
-    if type(answer).__name__ == "bool_":  # numpy.bool_, without importing numpy
+    if type(answer).__module__ == "numpy" and type(answer).__name__ in ("bool", "bool_"):  # numpy's bool scalar
         return bool(answer)
     if isinstance(answer, Tensor) and answer.dtype == torch.bool and answer.numel() == 1 \
             and answer.layout is torch.strided and answer.device.type != "meta":
