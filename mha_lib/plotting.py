@@ -299,6 +299,28 @@ def plot_heads(
     return fig
 
 
+STAGE_LAYOUTS = ("columns", "rows")
+
+
+def stage_scales(
+    stages: dict,
+    tokens: Sequence[str] | None = None,
+    *,
+    heads: Sequence[int] | None = None,
+    batch_index: int = 0,
+    limits: dict | None = None,
+    robust: bool = True,
+) -> dict[str, Scale]:
+    """The colour scale ``plot_stages`` gives each stage, for the heads it shows: ``{name: Scale}``.
+
+    The arguments mean what they mean for ``plot_stages``; print the scales' ``vmin`` / ``vmax`` beside the
+    figure to put its colour bars' ranges in the notebook's text.
+    """
+    arrays, labels, _, heads, limits = _stage_inputs(stages, tokens, heads, batch_index, limits)
+    return {name: _stage_scale(name, array[heads], limits.get(name), robust, labels)[0]
+            for name, array in arrays.items()}
+
+
 def plot_stages(
     stages: dict,
     tokens: Sequence[str] | None = None,
@@ -308,16 +330,88 @@ def plot_stages(
     title: str | None = None,
     panel_size: float = 2.3,
     robust: bool = True,
+    limits: dict | None = None,
+    layout: str = "columns",
 ):
-    """A grid of stages (rows) × heads (columns), each stage with its own colour scale and colour bar.
+    """A grid of stages × heads, each stage with its own colour scale and colour bar.
 
     ``stages``: an ordered dict ``name -> tensor`` of ``(H, T, S)`` or ``(B, H, T, S)`` (e.g. raw scores,
-    scaled, masked, weights). Each row is coloured as ``plot_heads`` colours it (``quantity="auto"``: a
-    stage named "weights" or holding probabilities uses the weights' map, signed ones the scores' map;
-    −∞ grey). ``heads``: which heads to show (default: up to the first 4).
+    scaled, masked, weights). Each stage is coloured as ``plot_heads`` colours it (``quantity="auto"``: a
+    stage named "weights" or holding probabilities uses the weights' map, signed ones the scores' map; −∞
+    scores and the weights they block grey). ``heads``: which heads to show (default: up to the first 4).
+    ``limits``: ``{name: (vmin, vmax)}`` fixes a stage's colour range (``None`` for an automatic end), e.g.
+    ``{"weights": (0.0, 0.4)}`` keeps the first rows' large weights from washing out the rest; values beyond
+    it take the end colour and an arrow on the colour bar. ``layout``: ``"columns"`` (one column per stage,
+    read left to right like the computation, one row per head, the colour bars underneath) or ``"rows"``
+    (one row per stage, one column per head, the colour bars on the right). The panels are as large as the
+    caps allow, so that every token gets its label (16 tokens fit in up to 3 rows of panels); a grid too
+    large for that labels every k-th token.
     """
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
+    arrays, labels, keys, heads, limits = _stage_inputs(stages, tokens, heads, batch_index, limits)
+    panel_size = _check_size("panel_size", panel_size)
+    if title is not None and not isinstance(title, str):
+        raise TypeError(f"title must be a str or None, got {type(title).__name__} {title!r}")
+    if layout not in STAGE_LAYOUTS:
+        raise ValueError(f"layout must be 'columns' (one column per stage) or 'rows' (one row per stage), "
+                         f"got {layout!r}")
+
+    drawn, notes = {}, []
+    for name, array in arrays.items():
+        data = array[heads]  # (heads, T, S)
+        scale, blocked = _stage_scale(name, data, limits.get(name), robust, labels)
+        drawn[name] = (np.ma.masked_array(data, mask=blocked), scale)  # masked entries: the map's grey
+        if scale.note:
+            notes.append(f"{name}: {scale.note}")
+        if name in limits:
+            beyond = {"max": "; larger values", "min": "; smaller values", "both": "; values beyond it"}
+            notes.append(f"{name}: colour range fixed at {scale.vmin:g} to {scale.vmax:g}" + (
+                f"{beyond[scale.extend]} take the end colour (the arrow on its colour bar)"
+                if scale.extend in beyond else ""))
+    if any(np.ma.getmaskarray(shown).any() for shown, _ in drawn.values()):
+        notes.insert(0, "grey: masked (−∞ before the softmax, weight 0 after it)")
+
+    use_cjk_fallback()  # tokens in any script get real glyphs, not boxes
+    by_columns = layout == "columns"
+    n_rows, n_cols = (len(heads), len(drawn)) if by_columns else (len(drawn), len(heads))
+    grid = _fit_stage_grid(n_rows, n_cols, by_columns, panel_size, labels, keys, title, notes)
+    fig = Figure(figsize=grid.size, dpi=DPI, layout="constrained")
+    fig.get_layout_engine().set(h_pad=PAD_IN, w_pad=PAD_IN)  # rotated labels can settle a few px further out
+    axes = fig.subplots(n_rows, n_cols, squeeze=False)
+    for s, (name, (shown, scale)) in enumerate(drawn.items()):
+        colours, norm = _colormap(None, scale.cmap), _norm(scale)
+        for h, head in enumerate(heads):
+            row, col = (h, s) if by_columns else (s, h)
+            ax = axes[row, col]
+            image = ax.imshow(shown[h], cmap=colours, norm=norm, aspect="equal", interpolation="nearest")
+            # a table: stage or head named once, over the top row and beside the first column
+            if row == 0:
+                ax.set_title(name if by_columns else f"head {head}", fontsize=TITLE_PT)
+            if col == 0:
+                ax.set_ylabel(f"head {head}" if by_columns else name, fontsize=TITLE_PT)
+            _ticks(ax.xaxis, keys if row == n_rows - 1 else None, grid.panel, 90 if grid.rotate else 0)
+            _ticks(ax.yaxis, labels if col == 0 else None, grid.panel, 0)
+            ax.tick_params(length=0, pad=2)
+        group = axes[:, s] if by_columns else axes[s, :]
+        bar = fig.colorbar(image, ax=group.tolist(), location="bottom" if by_columns else "right",
+                           extend=scale.extend, shrink=0.9, aspect=20 if by_columns else 12,
+                           fraction=0.05 if by_columns else 0.15, pad=0.02)
+        bar.set_label(name, fontsize=TITLE_PT)
+        bar.ax.tick_params(labelsize=LABEL_PT)
+        bar.locator = MaxNLocator(nbins=4 if by_columns else 6)  # a short bar: few ticks, not touching
+        bar.update_ticks()
+    if title:
+        fig.suptitle(title, fontsize=SUPTITLE_PT)
+    if grid.notes:
+        fig.supxlabel("\n".join(grid.notes), fontsize=TITLE_PT, color="0.25")
+    return fig
+
+
+def _stage_inputs(stages, tokens, heads, batch_index, limits):
+    """``plot_stages``' inputs checked: ``(arrays (H, T, S) by name, query labels, key labels, heads,
+    limits by name)``."""
     if not isinstance(stages, dict) or not stages:
         raise TypeError(f"stages must be a non-empty dict name -> tensor, got {type(stages).__name__}")
     arrays = {}
@@ -340,51 +434,38 @@ def plot_stages(
     keys = labels if S == T else [str(s) for s in range(S)]
     if heads is None:
         heads = list(range(min(H, 4)))
-    if isinstance(heads, (str, bytes)) or not all(
+    if isinstance(heads, (str, bytes)) or not isinstance(heads, Sequence) or not all(
             isinstance(h, numbers.Integral) and not isinstance(h, bool) for h in heads):
         raise TypeError(f"heads must be a list of ints, got {heads!r}")
     heads = [int(h) for h in heads]
     if not heads or not all(0 <= h < H for h in heads):
         raise ValueError(f"heads must be a non-empty list of head indices in [0, {H - 1}], got {heads}")
-    panel_size = _check_size("panel_size", panel_size)
-    if title is not None and not isinstance(title, str):
-        raise TypeError(f"title must be a str or None, got {type(title).__name__} {title!r}")
+    if limits is None:
+        limits = {}
+    if not isinstance(limits, dict):
+        raise TypeError(f"limits must be a dict stage name -> (vmin, vmax) or None, got {type(limits).__name__} "
+                        f"{limits!r}")
+    checked = {}
+    for name, pair in limits.items():
+        if name not in arrays:
+            raise ValueError(f"limits names {name!r}, which is not a stage; the stages are {list(arrays)}")
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise TypeError(f"limits[{name!r}] must be a pair (vmin, vmax), got {pair!r}")
+        low, high = _check_limit(f"limits[{name!r}] vmin", pair[0]), _check_limit(f"limits[{name!r}] vmax", pair[1])
+        if low is not None and high is not None and not low < high:
+            raise ValueError(f"limits[{name!r}] must have vmin < vmax, got {pair!r}")
+        checked[name] = (low, high)
+    return arrays, labels, keys, heads, checked
 
-    use_cjk_fallback()
-    n_rows, n_cols = len(arrays), len(heads)
-    panel, size = _fit_stage_grid(n_rows, n_cols, panel_size, labels, keys, title)
-    fig = Figure(figsize=size, dpi=DPI, layout="constrained")
-    fig.get_layout_engine().set(h_pad=PAD_IN, w_pad=PAD_IN)  # rotated labels can settle a few px further out
-    axes = fig.subplots(n_rows, n_cols, squeeze=False)
-    notes = []
-    rotate = any(_text_width(k, LABEL_PT) > 0.9 * panel / S for k in keys)
-    for row, (name, array) in enumerate(arrays.items()):
-        data = array[heads]  # (heads, T, S)
-        quantity = "weights" if "weight" in name.lower() else "auto"
-        keep = _inferred_keep(data) if quantity == "weights" or (data >= 0).all() else None
-        scale = colour_scale(data, quantity, keep=keep, robust=robust, labels=labels)
-        blocked = np.isneginf(data) if keep is None else np.isneginf(data) | ~keep
-        if scale.note:
-            notes.append(f"{name}: {scale.note}")
-        shown = np.ma.masked_array(data, mask=blocked)
-        colours, norm = _colormap(None, scale.cmap), _norm(scale)
-        for col, head in enumerate(heads):
-            ax = axes[row, col]
-            image = ax.imshow(shown[col], cmap=colours, norm=norm, aspect="equal", interpolation="nearest")
-            ax.set_title(f"{name}, head {head}", fontsize=TITLE_PT)
-            _ticks(ax.xaxis, keys if row == n_rows - 1 else None, panel, 90 if rotate else 0)
-            _ticks(ax.yaxis, labels if col == 0 else None, panel, 0)
-            ax.tick_params(length=0, pad=2)
-        bar = fig.colorbar(image, ax=axes[row, :].tolist(), extend=scale.extend, aspect=12, pad=0.02)
-        bar.set_label(name, fontsize=TITLE_PT)
-        bar.ax.tick_params(labelsize=LABEL_PT)
-    if any(np.isneginf(a).any() for a in arrays.values()):
-        notes.insert(0, "grey: masked")
-    if title:
-        fig.suptitle(title, fontsize=SUPTITLE_PT)
-    if notes:
-        fig.supxlabel("\n".join(notes), fontsize=TITLE_PT, color="0.25")
-    return fig
+
+def _stage_scale(name, data, limit, robust, labels) -> tuple[Scale, np.ndarray]:
+    """One stage's colour scale and its blocked entries (−∞, or weights a causal / padding mask blocked)."""
+    quantity = "weights" if "weight" in name.lower() else "auto"
+    keep = _inferred_keep(data) if quantity == "weights" or (data >= 0).all() else None
+    vmin, vmax = limit if limit is not None else (None, None)
+    scale = colour_scale(data, quantity, keep=keep, vmin=vmin, vmax=vmax, robust=robust, labels=labels)
+    blocked = np.isneginf(data) if keep is None else np.isneginf(data) | ~keep
+    return scale, blocked
 
 
 # --- helpers --------------------------------------------------------------------------------------------------
@@ -575,15 +656,41 @@ def _layout(H, ncols, panel_size, query_labels, key_labels, head_titles, title, 
     return _Layout(rows, ncols, panel, _whole_pixels(width, height))
 
 
-def _fit_stage_grid(n_rows, n_cols, panel_size, labels, keys, title) -> tuple[float, tuple[float, float]]:
-    """Panel size and figure size of a stage grid (rows of panels, a colour bar per row), within the caps."""
-    extra_w = max(_text_width(label, LABEL_PT) for label in labels) + 0.1 + 1.0 + 0.1 * (n_cols - 1)
-    fixed_h = max(_text_width(k, LABEL_PT) for k in keys) + 0.15 + (0.35 if title else 0) + 0.5
-    row_h = 0.32
-    panel = max(0.5, min(panel_size, (MAX_WIDTH_IN - extra_w) / n_cols,
-                         (MAX_HEIGHT_IN - fixed_h - n_rows * row_h) / n_rows))
-    return panel, _whole_pixels(min(MAX_WIDTH_IN, n_cols * panel + extra_w),
-                                min(MAX_HEIGHT_IN, n_rows * (panel + row_h) + fixed_h))
+class _StageGrid(NamedTuple):
+    panel: float  # inches per panel side
+    rotate: bool  # key labels turned upright (one is wider than its column)
+    notes: list[str]  # the footnote's lines, wrapped at the figure's width
+    size: tuple[float, float]  # figure (width, height) in inches
+
+
+def _fit_stage_grid(n_rows, n_cols, by_columns, panel_size, labels, keys, title, notes) -> _StageGrid:
+    """Panel and figure size of a stage grid within ``MAX_WIDTH_IN`` × ``MAX_HEIGHT_IN``: large enough to label
+    every token when the caps allow it; the footnote wrapped so that it never runs past the figure's edge."""
+    import textwrap
+
+    label_w = max(_text_width(label, LABEL_PT) for label in labels) + 0.1  # query labels and their pad
+    key_w = max(_text_width(k, LABEL_PT) for k in keys) + 0.1
+    line = px(TITLE_PT) * 1.3 / DPI  # one line of a title, an axis name or the footnote
+    bar = 0.1 + 0.2 + line + 0.1  # a horizontal colour bar: the bar, its tick labels, its name, the gap
+    fixed_w = label_w + line + 0.12 * (n_cols - 1) + 2 * PAD_IN + 0.15 + (0 if by_columns else 1.0)
+    width = min(MAX_WIDTH_IN, n_cols * panel_size + fixed_w)
+    chars = max(20, int((width - 2 * PAD_IN) * 72 / (0.62 * TITLE_PT)))  # an average character is ~0.55 em
+    wrapped = [part for note in notes for part in textwrap.wrap(note, chars)]
+
+    def fit(key_h: float) -> tuple[float, float]:
+        fixed_h = (line + 0.15 if title else 0) + line + 0.1 * (n_rows - 1) + key_h + 0.1 + (
+            bar if by_columns else 0) + len(wrapped) * line + 2 * PAD_IN + 0.15
+        panel = max(0.5, min(panel_size, (MAX_WIDTH_IN - fixed_w) / n_cols, (MAX_HEIGHT_IN - fixed_h) / n_rows))
+        return panel, fixed_h
+
+    S = len(keys)
+    panel, fixed_h = fit(line)  # key labels side by side: one line under the panels
+    rotate = any(_text_width(k, LABEL_PT) > 0.9 * panel / S for k in keys)
+    if rotate:  # upright labels take their width in height: smaller panels
+        panel, fixed_h = fit(key_w)
+        rotate = True
+    return _StageGrid(panel, rotate, wrapped, _whole_pixels(min(MAX_WIDTH_IN, n_cols * panel + fixed_w),
+                                                            min(MAX_HEIGHT_IN, n_rows * panel + fixed_h)))
 
 
 def _whole_pixels(width: float, height: float) -> tuple[float, float]:

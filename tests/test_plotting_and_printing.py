@@ -1,4 +1,4 @@
-"""Heatmaps (``plot_heads``) and device-independent printing (``show``, ``format_value``)."""
+"""Heatmaps (``plot_heads``, ``plot_stages``) and device-independent printing (``show``, ``format_value``)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 import warnings
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pytest
 import torch
 from matplotlib.figure import Figure
@@ -216,24 +217,182 @@ def test_bad_arguments_name_themselves(kwargs, error, message):
     assert message in str(info.value)
 
 
+# --- plot_stages ----------------------------------------------------------------------------------------------
+
+
+CJK_16 = ["LL", "M", "with", "me", ".", "郭", "同", "学", "热", "爱", "AI", "喜", "欢", "游", "戏",
+          "<|endoftext|>"]  # chapter 8's 16 tokens
+
+
+def _stages(B=2, H=3, T=16, Dh=8, seed=0):
+    """The four stages of causal attention, computed step by step, and the context SDPA computes from them."""
+    torch.manual_seed(seed)
+    q, k, v = torch.randn(3, B, H, T, Dh).unbind(0)  # each (B, H, T, Dh)
+    scores = q @ k.transpose(-2, -1)  # (B, H, T, T)
+    scaled = scores / Dh ** 0.5
+    masked = scaled.masked_fill(~mha_lib.causal_mask(T), float("-inf"))
+    weights = torch.softmax(masked, dim=-1)
+    stages = {"raw scores": scores, "scaled": scaled, "masked": masked, "weights": weights}
+    return stages, (weights @ v, torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True))
+
+
+def _grid(fig, n_cols):
+    """The heatmap panels of a stage grid, as rows of panels (subplots are created row by row)."""
+    panels = _image_axes(fig)
+    return [panels[i:i + n_cols] for i in range(0, len(panels), n_cols)]
+
+
 def test_plot_stages_gives_each_stage_its_own_scale():
     from mha_lib.widgets import attention_stages
 
     s = attention_stages("Your journey starts with one step", d_model=16, num_heads=4)
     fig = plotting.plot_stages({"raw scores": s.scores, "masked": s.masked, "weights": s.weights}, s.tokens,
                                heads=[0, 2])
-    rows = [[ax for ax in fig.axes if ax.images and ax.get_title().startswith(name)]
-            for name in ("raw scores", "masked", "weights")]
-    assert [len(r) for r in rows] == [2, 2, 2]
+    grid = _grid(fig, 3)  # one column per stage, one row per head
+    assert [len(row) for row in grid] == [3, 3]
+    assert [ax.get_title() for ax in grid[0]] == ["raw scores", "masked", "weights"]  # stages named once, on top
+    assert [row[0].get_ylabel() for row in grid] == ["head 0", "head 2"]  # heads named once, on the left
     bound = s.scores[[0, 2]].abs().max().item()
-    assert rows[0][0].images[0].get_clim() == (pytest.approx(-bound), pytest.approx(bound))
-    assert rows[2][0].images[0].cmap.name.startswith("viridis")
-    assert _cell_pixel(fig, rows[1][0], 0, 5) == plotting.MASKED_RGB
-    assert _cell_pixel(fig, rows[2][1], 0, 5) == plotting.MASKED_RGB  # the blocked weights too
-    with pytest.raises(ValueError, match=r"heads must be a non-empty list of head indices in \[0, 3\], got \[4\]"):
-        plotting.plot_stages({"w": s.weights}, s.tokens, heads=[4])
-    with pytest.raises(TypeError, match="tokens must be a list of str"):
-        plotting.plot_stages({"w": s.weights}, "Your journey")
+    assert grid[0][0].images[0].get_clim() == (pytest.approx(-bound), pytest.approx(bound))
+    assert grid[1][0].images[0].get_clim() == grid[0][0].images[0].get_clim()  # one scale per stage, all heads
+    assert grid[0][2].images[0].cmap.name.startswith("viridis")
+    assert _cell_pixel(fig, grid[0][1], 0, 5) == plotting.MASKED_RGB
+    assert _cell_pixel(fig, grid[1][2], 0, 5) == plotting.MASKED_RGB  # the blocked weights too
+    assert _cell_pixel(fig, grid[1][2], 5, 0) != plotting.MASKED_RGB
+    bars = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
+    assert [bar.get_xlabel() for bar in bars] == ["raw scores", "masked", "weights"]  # under each stage's column
+    assert "grey: masked (−∞ before the softmax, weight 0 after it)" in fig._supxlabel.get_text()
+
+
+def test_plot_stages_draws_the_values_computed():
+    stages, (context, reference) = _stages()
+    assert torch.allclose(context, reference, atol=1e-5)  # the stages are attention's, checked against SDPA
+    fig = plotting.plot_stages(stages, CJK_16, heads=[2, 0], batch_index=1)
+    grid = _grid(fig, 4)
+    causal = mha_lib.causal_mask(16)
+    for col, (name, values) in enumerate(stages.items()):
+        for row, head in enumerate([2, 0]):
+            drawn = grid[row][col].images[0].get_array()  # a masked array: grey where masked
+            expected = values[1, head]  # sequence 1 of the batch
+            assert torch.equal(torch.as_tensor(drawn.data), expected.double()), (name, head)
+            hidden = torch.as_tensor(np.ma.getmaskarray(drawn))
+            assert torch.equal(hidden, ~causal if name in ("masked", "weights") else torch.zeros(16, 16, dtype=bool))
+
+
+def test_plot_stages_labels_all_16_tokens_in_order():
+    stages, _ = _stages()
+    fig = plotting.plot_stages(stages, CJK_16, heads=[0, 1])  # chapter 8's grid: 2 heads × 4 stages
+    grid = _grid(fig, 4)
+    for ax in grid[-1]:  # key labels under the lowest row, every token
+        assert [t.get_text() for t in ax.get_xticklabels()] == CJK_16
+        assert list(ax.get_xticks()) == list(range(16))
+    for row in grid:  # query labels beside the first column only
+        assert [t.get_text() for t in row[0].get_yticklabels()] == CJK_16
+        assert list(row[0].get_yticks()) == list(range(16))
+        assert all(list(ax.get_yticks()) == [] for ax in row[1:])
+    assert all(list(ax.get_xticks()) == [] for ax in grid[0])
+    long = [t for t in grid[-1][0].get_xticklabels() if t.get_text() == "<|endoftext|>"]
+    assert long[0].get_rotation() == 90  # too wide for its column: upright
+    three = plotting.plot_stages(stages, CJK_16)  # the default: up to 4 heads, here 3 rows of panels
+    assert [t.get_text() for t in _grid(three, 4)[0][0].get_yticklabels()] == CJK_16
+    four = plotting.plot_stages(_stages(H=4)[0], CJK_16)  # 4 rows cannot hold 16 labels within 900 px ...
+    assert [t.get_text() for t in _grid(four, 4)[0][0].get_yticklabels()] == CJK_16[::2]  # ... every other one
+    rows = plotting.plot_stages({"weights": stages["weights"]}, CJK_16, heads=[0, 1, 2], layout="rows")
+    assert [t.get_text() for t in _image_axes(rows)[0].get_yticklabels()] == CJK_16
+
+
+def test_plot_stages_keeps_its_footnote_and_titles_inside_the_figure():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.text import Text
+
+    stages, _ = _stages()
+    # the narrowest grid with the longest footnote: robust note, fixed range and grey, in the old row layout
+    for kwargs in (dict(heads=[0], layout="rows"), dict(heads=[0, 1], limits={"scaled": (-0.5, 0.5)}),
+                   dict(heads=[0], title="A title as long as the figure is wide, or longer than that")):
+        fig = plotting.plot_stages(stages, CJK_16, **kwargs)
+        canvas = FigureCanvasAgg(fig)
+        canvas.draw()
+        width, height = canvas.get_width_height()
+        assert width <= 1200 and height <= 900
+        footnote = fig._supxlabel.get_window_extent(canvas.get_renderer())
+        assert 0 <= footnote.x0 and footnote.x1 <= width and 0 <= footnote.y0 and footnote.y1 <= height, kwargs
+        hidden = {id(tick.label1) for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)
+                  for tick in axis.get_major_ticks()  # ticks beyond a colour bar's end are never drawn
+                  if not min(axis.get_view_interval()) - 1e-9 <= tick.get_loc() <= max(axis.get_view_interval()) + 1e-9}
+        texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip() and id(t) not in hidden]
+        boxes = [t.get_window_extent(canvas.get_renderer()) for t in texts]
+        outside = [t.get_text() for t, b in zip(texts, boxes)
+                   if b.x0 < -1 or b.y0 < -1 or b.x1 > width + 1 or b.y1 > height + 1]
+        assert not outside, (kwargs, outside)
+    assert 'weights: row "LL" left out of the colour range' in fig._supxlabel.get_text()
+
+
+def test_plot_stages_limits_fix_a_stage_range_and_stage_scales_reports_it():
+    stages, _ = _stages()
+    limits = {"weights": (0.0, 0.4)}
+    fig = plotting.plot_stages(stages, CJK_16, heads=[0, 1], limits=limits)
+    grid = _grid(fig, 4)
+    assert grid[0][3].images[0].get_clim() == (0.0, 0.4)
+    assert grid[-1][3].images[0].colorbar.extend == "max"  # weights above 0.4 exist: the bar's arrow
+    assert ("weights: colour range fixed at 0 to 0.4; larger values take the end colour (the arrow on its colour "
+            "bar)") in fig._supxlabel.get_text()
+    scales = plotting.stage_scales(stages, CJK_16, heads=[0, 1], limits=limits)
+    assert list(scales) == list(stages)
+    for col, (name, scale) in enumerate(scales.items()):
+        assert grid[0][col].images[0].get_clim() == (scale.vmin, scale.vmax)
+    bound = stages["raw scores"][0, :2].abs().max().item()  # sequence 0, heads 0 and 1
+    assert (scales["raw scores"].vmin, scales["raw scores"].vmax) == (pytest.approx(-bound), pytest.approx(bound))
+    finite = stages["masked"][0, :2][torch.isfinite(stages["masked"][0, :2])]
+    assert scales["masked"].vmax == pytest.approx(finite.abs().max().item())  # −∞ does not stretch the scale
+    assert scales["scaled"].vmax == pytest.approx(bound / 8 ** 0.5)  # √Dh = √8: the picture, 1/√8 the range
+    assert scales["weights"].cmap == "viridis" and scales["raw scores"].cmap == "RdBu_r"
+    rows = plotting.plot_stages(stages, CJK_16, heads=[0, 1], layout="rows")
+    assert [ax.get_title() for ax in _grid(rows, 2)[0]] == ["head 0", "head 1"]
+    assert [row[0].get_ylabel() for row in _grid(rows, 2)] == list(stages)
+
+
+@pytest.mark.parametrize(
+    "kwargs,error,message",
+    [
+        (dict(stages=[torch.rand(2, 3, 3)]), TypeError, "stages must be a non-empty dict name -> tensor, got list"),
+        (dict(stages={}), TypeError, "stages must be a non-empty dict name -> tensor, got dict"),
+        (dict(stages={0: torch.rand(2, 3, 3)}), TypeError, "stages must have str names, got int 0"),
+        (dict(stages={"w": [[0.5]]}), TypeError, "stages['w'] must be a torch.Tensor, got list"),
+        (dict(stages={"w": torch.rand(3, 3)}), ValueError,
+         "stages['w'] must be (H, T, S) or (B, H, T, S), got shape (3, 3)"),
+        (dict(stages={"a": torch.rand(2, 3, 3), "b": torch.rand(2, 4, 4)}), ValueError,
+         "stages must all have one shape, got [(2, 3, 3), (2, 4, 4)]"),
+        (dict(stages={"w": torch.full((2, 3, 3), float("nan"))}), ValueError, "stages contain NaN"),
+        (dict(tokens="abc"), TypeError, "tokens must be a list of str (one per token), got the str 'abc'"),
+        (dict(tokens=["a"]), ValueError, "tokens must have 3 entries (one per token), got 1"),
+        (dict(heads=[0.0]), TypeError, "heads must be a list of ints, got [0.0]"),
+        (dict(heads=2), TypeError, "heads must be a list of ints, got 2"),
+        (dict(heads=[]), ValueError, "heads must be a non-empty list of head indices in [0, 1], got []"),
+        (dict(heads=[2]), ValueError, "heads must be a non-empty list of head indices in [0, 1], got [2]"),
+        (dict(stages={"w": torch.rand(2, 2, 3, 3)}, batch_index=2), ValueError,
+         "batch_index must be in [0, 1], got 2"),
+        (dict(panel_size=20), ValueError, "panel_size must be between 0.5 and 10 inches, got 20"),
+        (dict(title=["t"]), TypeError, "title must be a str or None, got list ['t']"),
+        (dict(limits=(0, 1)), TypeError, "limits must be a dict stage name -> (vmin, vmax) or None, got tuple (0, 1)"),
+        (dict(limits={"weight": (0, 1)}), ValueError,
+         "limits names 'weight', which is not a stage; the stages are ['w']"),
+        (dict(limits={"w": 0.4}), TypeError, "limits['w'] must be a pair (vmin, vmax), got 0.4"),
+        (dict(limits={"w": (0, "1")}), TypeError, "limits['w'] vmax must be a number or None, got str '1'"),
+        (dict(limits={"w": (0, float("inf"))}), ValueError, "limits['w'] vmax must be finite, got inf"),
+        (dict(limits={"w": (1, 0.5)}), ValueError, "limits['w'] must have vmin < vmax, got (1, 0.5)"),
+        (dict(layout="grid"), ValueError, "layout must be 'columns' (one column per stage) or 'rows' (one row per "
+                                          "stage), got 'grid'"),
+    ],
+)
+def test_plot_stages_bad_arguments_name_themselves(kwargs, error, message):
+    arguments = {"stages": {"w": _weights(2, 3, 3)}, **kwargs}
+    with pytest.raises(error) as info:
+        plotting.plot_stages(**arguments)
+    assert message in str(info.value)
+    if "layout" not in kwargs and "title" not in kwargs and "panel_size" not in kwargs:
+        with pytest.raises(error) as info:  # stage_scales checks its inputs the same way
+            plotting.stage_scales(**{k: v for k, v in arguments.items()})
+        assert message in str(info.value)
 
 
 # --- show and format_value ------------------------------------------------------------------------------------
