@@ -26,6 +26,7 @@ from mha_lib.exercises import ch06_softmax as ch06
 from mha_lib.exercises import ch07_output_projection as ch07
 from mha_lib.exercises import ch08_putting_it_together as ch08
 from mha_lib.exercises import ch09_efficiency as ch09
+from mha_lib.exercises import ch11_heads_learn as ch11
 
 
 # --- one correct solution per checker, written as a student would -------------------------------------------
@@ -55,6 +56,26 @@ class Wrapper(nn.Module):
         return torch.cat([head(x) for head in self.heads], dim=-1)
 
 
+def induction_score(weights, tokens, period):
+    T = tokens.shape[0]
+    previous = torch.cat([tokens.new_tensor([-1]), tokens[:-1]])  # x[s-1], (T,)
+    targets = (previous[None, :] == tokens[:, None]).tril()  # (T, S): s <= t and x[s-1] == x[t]
+    return (weights * targets).sum(-1)[:, period: T - 1].mean(-1)  # (H, T) -> (H,)
+
+
+def is_causal(model):
+    T, V = model.task.seq_len, model.task.vocab_size
+    tokens = torch.randint(0, V, (2, T), generator=torch.Generator().manual_seed(0))  # (B, T)
+    with torch.no_grad():
+        before = model(tokens)
+        for j in range(1, T):
+            changed = tokens.clone()
+            changed[:, j] = (changed[:, j] + 1) % V
+            if not torch.allclose(model(changed)[:, :j], before[:, :j], atol=1e-6):
+                return False
+    return True
+
+
 def wrapper_returning(transform):
     """The correct wrapper class, whose forward's output goes through ``transform`` (complex, sparse, ...)."""
 
@@ -65,7 +86,8 @@ def wrapper_returning(transform):
     return Hostile
 
 
-# checker, correct solution, what it returns: "tensor", "mask" (bool), "pair" (context, weights), "count", "class"
+# checker, correct solution, what it returns: "tensor", "mask" (bool), "pair" (context, weights), "count", "class",
+# "verdict" (True or False)
 CHECKERS = {
     "ch01.attention_weights": (ch01.check_attention_weights,
                                lambda q, k: torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, -1), "tensor"),
@@ -89,6 +111,8 @@ CHECKERS = {
     "ch08.attention_forward": (ch08.check_attention_forward, lambda layer, x: ch08.forward_variant(layer, x),
                                "tensor"),
     "ch09.lean_attention": (ch09.check_lean_attention, lean, "pair"),
+    "ch11.induction_score": (ch11.check_induction_score, induction_score, "tensor"),
+    "ch11.is_causal": (ch11.check_is_causal, is_causal, "verdict"),
 }
 ALL = list(CHECKERS)
 RETURNING_TENSORS = [name for name, (_, _, kind) in CHECKERS.items() if kind in ("tensor", "pair", "class")]
@@ -416,3 +440,71 @@ def test_attempt_copies_every_tensor_it_hands_over():
     assert attempt("copy", vandal, x, weights, layer) == "done"
     assert torch.equal(x, torch.ones(2)) and torch.equal(weights[0], torch.ones(2))
     assert torch.equal(layer.weight, before)
+
+
+# --- chapter 11: a verdict (True or False) and a (layer, head) pair instead of a tensor -------------------------
+
+
+class LyingBool(torch.Tensor):
+    """A bool tensor subclass that answers True to every comparison."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if func in (torch.equal, torch.Tensor.__eq__, torch.Tensor.__bool__):
+            return True
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+@pytest.mark.parametrize(("answer", "phrase"), [
+    ("True", "got str"), (1, "got int"), (math.nan, "got float"), (None, "got NoneType"), ((True,), "got tuple"),
+    (torch.tensor([True, True]), "got a tensor of shape (2,)"), (torch.tensor(1.0), "got a tensor of shape ()"),
+    (torch.tensor(True).to_sparse(), "got a tensor of shape ()"),
+    (torch.empty((), dtype=torch.bool, device="meta"), "got a tensor of shape ()"),
+    (np.array([True, False]), "got ndarray"),
+], ids=["str", "int", "nan", "None", "tuple", "vector", "float-tensor", "sparse", "meta", "ndarray"])
+def test_ch11_is_causal_answers_that_are_not_verdicts(answer, phrase):
+    assert_wrong(ch11.check_is_causal(lambda model: answer), "return True or False (a bool)", phrase)
+
+
+def test_ch11_is_causal_a_lying_bool_tensor_does_not_pass():
+    feedback = ch11.check_is_causal(lambda model: torch.tensor(True).as_subclass(LyingBool))
+    assert not feedback.passed, str(feedback)
+
+
+def test_ch11_is_causal_a_student_who_reseeds_or_trains_the_model_changes_nothing():
+    def trainer(model):
+        torch.manual_seed(123)
+        optimizer = torch.optim.SGD(model.parameters(), lr=10.0)
+        model(torch.zeros(1, 5, dtype=torch.long)).sum().backward()
+        optimizer.step()  # wrecks the private copy only
+        return True
+
+    assert_wrong(ch11.check_is_causal(trainer), "for the shipped no_mask model")
+    assert ch11.check_is_causal(is_causal)
+
+
+@pytest.mark.parametrize(("layer", "head", "phrase"), [
+    (10**100, 0, "layer must be 0 to 1"),
+    (0, math.nan, "head must be a whole number (an int), got float nan"),
+    (0, math.inf, "head must be a whole number (an int), got float inf"),
+    (0, 1 + 2j, "head must be a whole number (an int), got complex"),
+    (0, torch.tensor(1 + 2j), "head must be a whole number (an int), got a tensor of shape ()"),
+    (0, torch.tensor(True), "head must be a whole number (an int), got a tensor of shape ()"),
+    (0, torch.tensor(3.0), "head must be a whole number (an int), got a tensor of shape ()"),
+    (0, np.float64(3.0), "head must be a whole number (an int), got float64"),
+    (torch.empty((), dtype=torch.long, device="meta"), 0, "layer must be a whole number (an int), got a tensor"),
+    (torch.tensor(0).to_sparse(), 0, "layer must be a whole number (an int), got a tensor"),
+    ([0, 3], 1, "layer must be a whole number (an int), got list"),
+], ids=["huge", "nan", "inf", "complex", "complex-tensor", "bool-tensor", "float-tensor", "numpy-float", "meta",
+        "sparse", "list"])
+def test_ch11_knockout_hostile_heads_are_feedback_never_a_pass(layer, head, phrase):
+    feedback = ch11.check_knockout(layer, head)
+    assert_wrong(feedback, phrase)
+
+
+def test_ch11_knockout_a_lying_tensor_index_does_not_pass_unless_it_is_the_head():
+    table = ch11.knockout_table()
+    losses = {pair: table[pair]["loss"] for pair in table if isinstance(pair, tuple)}
+    best = max(losses, key=losses.get)
+    wrong_head = (best[1] + 1) % table["num_heads"]
+    assert not ch11.check_knockout(best[0], torch.tensor(wrong_head).as_subclass(Liar)).passed

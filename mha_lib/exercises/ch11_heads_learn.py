@@ -169,7 +169,8 @@ def _as_index(argument: str, value, count: int, unit: str) -> int | str:
     if isinstance(value, bool) or not isinstance(value, (numbers.Integral, Tensor)):
         return BAD_HEAD.format(argument=argument, kind=f"{type(value).__name__} {value!r}"[:80])
     if isinstance(value, Tensor):
-        if value.numel() != 1 or value.is_floating_point() or value.is_complex() or value.dtype == torch.bool:
+        if (value.numel() != 1 or value.is_floating_point() or value.is_complex() or value.dtype == torch.bool
+                or value.layout is not torch.strided or value.device.type == "meta"):  # no plain value to read
             return BAD_HEAD.format(argument=argument, kind=f"a tensor of shape {tuple(value.shape)}, {value.dtype}")
         value = value.item()
     value = int(value)
