@@ -46,7 +46,8 @@ from torch.nn import functional as F
 from .ablation import check_head_mask, scaled_heads
 from .modules import MultiHeadAttention
 from .runtime import one_thread
-from .validation import check_flag, check_positive_int, check_tensor
+from .validation import check_flag, check_floating, check_int, check_positive_float, check_positive_int, check_seed, \
+    check_tensor
 
 Tensor = torch.Tensor
 
@@ -83,6 +84,8 @@ TOKEN_SYMBOLS = "ABCDEFGHIJKLMNOPQRSTUVWXYZαβγδεθ"
 
 def token_labels(tokens) -> list[str]:
     """One sequence's token ids as letters, for axis labels: ``[0, 1, 27]`` -> ``["A", "B", "β"]``."""
+    if isinstance(tokens, (str, bytes)):
+        raise TypeError(f"tokens must be token ids (a list or a tensor of ints), got str {tokens[:20]!r}")
     ids = torch.as_tensor(tokens).tolist()
     if not isinstance(ids, list) or any(isinstance(i, list) for i in ids):
         raise ValueError(f"tokens must be one sequence of token ids (1-D), got {torch.as_tensor(tokens).shape}")
@@ -103,6 +106,8 @@ def repeated_sequences(task: InductionTask, batch_size: int, generator: torch.Ge
     if not isinstance(task, InductionTask):
         raise TypeError(f"task must be an InductionTask, got {type(task).__name__}")
     B = check_positive_int("batch_size", batch_size)
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
     T = task.seq_len
     periods = torch.randint(task.min_period, task.max_period + 1, (B,), generator=generator)  # (B,)
     # tokens drawn with replacement: a segment may hold a token twice, so "the token before" must be read
@@ -115,15 +120,33 @@ def repeated_sequences(task: InductionTask, batch_size: int, generator: torch.Ge
 
 def periods_to_targets(periods: Tensor, T: int) -> Tensor:
     """``(B, T)`` bool: query ``t`` can predict token ``t + 1`` once the segment has been seen (``t >= p``)."""
+    periods = _check_periods(periods)
+    T = check_positive_int("T", T)
     t = torch.arange(T, device=periods.device)  # (T,)
     return (t[None, :] >= periods[:, None]) & (t[None, :] < T - 1)  # (B, 1) against (1, T) -> (B, T)
 
 
+def _check_periods(periods) -> Tensor:
+    periods = check_tensor("periods", periods)
+    if periods.dim() != 1 or periods.dtype.is_floating_point or periods.is_complex() or periods.dtype == torch.bool:
+        raise ValueError(f"periods must be a 1-D integer tensor (B,), got {periods.dtype} {tuple(periods.shape)}")
+    return periods
+
+
 def sequence(tokens: Sequence[int], task: InductionTask | None = None) -> Batch:
     """One hand-written sequence as a batch of one, with its period found from the tokens (for the notebook)."""
-    tokens = torch.as_tensor(tokens, dtype=torch.long)
+    if isinstance(tokens, (str, bytes)):
+        raise TypeError(f"tokens must be token ids (a list or a tensor of ints), got str {tokens[:20]!r}")
+    if task is not None and not isinstance(task, InductionTask):
+        raise TypeError(f"task must be an InductionTask or None, got {type(task).__name__}")
+    tokens = torch.as_tensor(tokens)
+    if tokens.is_floating_point() or tokens.is_complex() or tokens.dtype == torch.bool:
+        raise TypeError(f"tokens must be integer token ids, got {tokens.dtype}")
+    tokens = tokens.long()
     if tokens.dim() != 1:
         raise ValueError(f"tokens must be one sequence of token ids, got shape {tuple(tokens.shape)}")
+    if task is not None:
+        _check_tokens("tokens", tokens[None], task)
     period = next((p for p in range(1, len(tokens)) if torch.equal(tokens[p:], tokens[:-p])), None)
     if period is None:
         raise ValueError("tokens must repeat a segment (x[t] = x[t - p] for some period p), got "
@@ -208,8 +231,29 @@ def _check_tokens(name: str, tokens, task: InductionTask) -> Tensor:
     return tokens.long()
 
 
+def _check_model(name: str, model) -> AttentionOnlyTransformer:
+    if not isinstance(model, AttentionOnlyTransformer):
+        raise TypeError(f"{name} must be an AttentionOnlyTransformer (new_model(...) or load_run(...).model), "
+                        f"got {type(model).__name__}")
+    return model
+
+
+def _check_batch(name: str, batch) -> Batch:
+    if not isinstance(batch, Batch):
+        raise TypeError(f"{name} must be a Batch (tokens, periods, targets) from repeated_sequences or sequence, "
+                        f"got {type(batch).__name__}")
+    tokens = check_tensor(f"{name}.tokens", batch.tokens, ndim=2, layout="(B, T)")
+    if batch.targets.shape != tokens.shape or batch.periods.shape != tokens.shape[:1]:
+        raise ValueError(f"{name} must hold tokens (B, T), periods (B,) and targets (B, T), got "
+                         f"{tuple(tokens.shape)}, {tuple(batch.periods.shape)} and {tuple(batch.targets.shape)}")
+    return batch
+
+
 def knockout_mask(model: AttentionOnlyTransformer, heads: Sequence[tuple[int, int]]) -> Tensor:
     """``(L, H)`` keep mask with zeros at the given ``(layer, head)`` pairs."""
+    _check_model("model", model)
+    if not isinstance(heads, (list, tuple)):
+        raise TypeError(f"heads must be a list of (layer, head) pairs, e.g. [(0, 3)], got {type(heads).__name__}")
     mask = torch.ones(model.num_layers, model.num_heads)
     for pair in heads:
         if (not isinstance(pair, (tuple, list)) or len(pair) != 2
@@ -231,6 +275,7 @@ def _check_weights_and_tokens(weights, tokens, periods) -> tuple[Tensor, Tensor,
     if weights.dim() < 3 or weights.shape[-1] != weights.shape[-2]:
         raise ValueError("weights must have shape (B, H, T, T) (or (L, B, H, T, T)), "
                          f"got {tuple(weights.shape)}")
+    check_floating("weights", weights)
     T = weights.shape[-1]
     tokens = check_tensor("tokens", tokens)
     B = tokens.shape[0] if tokens.dim() == 2 else -1
@@ -241,6 +286,9 @@ def _check_weights_and_tokens(weights, tokens, periods) -> tuple[Tensor, Tensor,
     if periods.shape != (B,) or periods.dtype.is_floating_point:
         raise ValueError(f"periods must be an integer tensor of shape ({B},), got {periods.dtype} "
                          f"{tuple(periods.shape)}")
+    if periods.numel() and (periods.min() < 1 or periods.max() > T - 2):
+        raise ValueError(f"periods must be in [1, T - 2 = {T - 2}] (so that some query has a next token to "
+                         f"predict), got values from {int(periods.min())} to {int(periods.max())}")
     return weights, tokens.to(weights.device), periods.to(weights.device)
 
 
@@ -249,6 +297,9 @@ def induction_targets(tokens: Tensor) -> Tensor:
 
     That is the key right *after* an earlier occurrence of the current token: the token to copy.
     """
+    tokens = check_tensor("tokens", tokens)
+    if tokens.dim() != 2 or tokens.is_floating_point() or tokens.is_complex():
+        raise ValueError(f"tokens must be an integer tensor of shape (B, T), got {tokens.dtype} {tuple(tokens.shape)}")
     T = tokens.shape[1]
     previous = torch.cat([torch.full_like(tokens[:, :1], -1), tokens[:, :-1]], dim=1)  # x[s-1], -1 at s = 0
     same = previous[:, None, :] == tokens[:, :, None]  # (B, 1, S) vs (B, T, 1) -> (B, T, S): x[s-1] == x[t]
@@ -302,6 +353,11 @@ class TrainingLog:
 
 def masked_loss(logits: Tensor, batch: Batch) -> Tensor:
     """Cross-entropy of the predictable next tokens only (query ``t`` predicts token ``t + 1``)."""
+    batch = _check_batch("batch", batch)
+    logits = check_floating("logits", check_tensor("logits", logits, ndim=3, layout="(B, T, V)"))
+    if logits.shape[:2] != batch.tokens.shape:
+        raise ValueError(f"logits must have shape (B, T, V) with (B, T) = {tuple(batch.tokens.shape)} as "
+                         f"batch.tokens, got {tuple(logits.shape)}")
     T = logits.shape[1]
     predictions = logits[:, :-1]  # (B, T-1, V): the last position has no next token
     targets = batch.tokens[:, 1:T].to(logits.device)  # (B, T-1)
@@ -312,6 +368,8 @@ def masked_loss(logits: Tensor, batch: Batch) -> Tensor:
 @torch.no_grad()
 def evaluate(model: AttentionOnlyTransformer, batch: Batch, head_mask: Tensor | None = None) -> dict[str, Tensor]:
     """Loss, accuracy and every head's scores on ``batch``: ``{"loss", "accuracy", "previous_token", "induction"}``."""
+    _check_model("model", model)
+    batch = _check_batch("batch", batch)
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
@@ -338,7 +396,19 @@ def train(model: AttentionOnlyTransformer, steps: int = 3000, *, batch_size: int
     Returns the log and ``{step: state_dict}`` for each step in ``snapshot_steps`` (0 = before training).
     ``callback(step, log)`` runs after every evaluation (a progress bar, a live plot).
     """
+    _check_model("model", model)
     steps = check_positive_int("steps", steps)
+    check_positive_int("batch_size", batch_size)
+    lr = check_positive_float("lr", lr)
+    seed = check_seed("seed", seed)
+    check_positive_int("eval_every", eval_every)
+    check_positive_int("eval_size", eval_size)
+    if callback is not None and not callable(callback):
+        raise TypeError(f"callback must be a function callback(step, log) or None, got {type(callback).__name__}")
+    if not isinstance(snapshot_steps, (list, tuple, range, set, frozenset)):
+        raise TypeError(f"snapshot_steps must be a list of steps, e.g. (0, 60), got {type(snapshot_steps).__name__}")
+    for step in snapshot_steps:  # a step beyond `steps` is allowed and never reached (a short run, same list)
+        check_int("snapshot_steps", step, low=0)
     task = model.task
     data = torch.Generator().manual_seed(seed)
     held_out = repeated_sequences(task, eval_size, torch.Generator().manual_seed(seed + 10_000))
@@ -387,6 +457,8 @@ def generation_accuracy(model: AttentionOnlyTransformer, batch: Batch) -> dict[s
     model then writes the rest one token at a time, seeing only what came before (how a language model is
     used). A causal model scores the same both ways; a model trained without the mask does not.
     """
+    _check_model("model", model)
+    batch = _check_batch("batch", batch)
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
@@ -421,6 +493,7 @@ def new_model(name: str, task: InductionTask | None = None, seed: int = SEED) ->
     """The untrained model of run ``name`` (``"two_layer"``, ``"one_layer"`` or ``"no_mask"``), seeded."""
     if name not in RUN_SETTINGS:
         raise ValueError(f"name must be one of {list(RUN_SETTINGS)}, got {name!r}")
+    seed = check_seed("seed", seed)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return AttentionOnlyTransformer(task or InductionTask(), **RUN_SETTINGS[name])
@@ -450,6 +523,8 @@ def _model_from_state(name: str, task: InductionTask, state: dict[str, Tensor]) 
 
 def save_run(run: Run, path: str | Path) -> None:
     """One run in one file: its task, its settings, its log and the weights at every snapshot step."""
+    if not isinstance(run, Run):
+        raise TypeError(f"run must be a Run (what train_run or load_run returns), got {type(run).__name__}")
     torch.save({
         "name": run.name,
         "task": asdict(run.model.task),
