@@ -209,7 +209,7 @@ class AttentionOnlyTransformer(nn.Module):
         x = self.token_embedding(tokens) + self.position_embedding(positions)  # (B, T, D) + (T, D) -> (B, T, D)
         weights = []
         for index, layer in enumerate(self.layers):
-            keep = None if head_mask is None else head_mask[index]  # (H,)
+            keep = None if head_mask is None else head_mask[..., index, :]  # (L, H) -> (H,), (B, L, H) -> (B, H)
             with scaled_heads(layer, keep):
                 out, w = layer(x, return_weights=True)  # (B, T, D), (B, H, T, T)
             x = x + out  # the residual stream: each layer adds what it read
