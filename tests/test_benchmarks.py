@@ -99,6 +99,20 @@ def test_import_time_script_reports_the_extra_cost(tmp_path):
     assert {"import_torch_s", "import_mha_lib_after_torch_s", "budget_s"} <= set(saved)
 
 
+def test_induction_training_benchmark_prints_both_thread_counts_and_saves_them(tmp_path):
+    out = _run("induction_training.py", "--steps", "20", "--out", str(tmp_path))
+    lines = out.rstrip("\n").splitlines()
+    assert re.fullmatch(r"steps_per_s_1_thread=\d+\.\d+", lines[-1])
+    assert any(line.startswith("seconds_2_vs_1_threads = ") for line in lines)
+    saved = json.loads((tmp_path / "induction_training_cpu.json").read_text())
+    assert saved["benchmark"] == "induction_training" and [r["threads"] for r in saved["runs"]] == [1, 2]
+    for run in saved["runs"]:
+        assert run["steps"] == 20 and run["steps_per_s"] > 0 and run["final_eval_loss"] > 0
+        assert len(run["final_induction_layer1"]) == 4 and set(run) >= {"induction_0.5", "previous_token_0.9"}
+    assert float(lines[-1].split("=")[1]) == saved["runs"][0]["steps_per_s"]
+    assert saved["max_weight_difference_between_runs"] < 1e-3  # the same run, whatever the threads
+
+
 def test_the_saved_results_the_notebook_reads_are_complete():
     speed = sorted(RESULTS.glob("speed_*.json"))
     memory = sorted(RESULTS.glob("memory_*.json"))
