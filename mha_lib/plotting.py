@@ -400,7 +400,7 @@ def plot_stages(
                            fraction=0.05 if by_columns else 0.15, pad=0.02)
         bar.set_label(name, fontsize=TITLE_PT)
         bar.ax.tick_params(labelsize=LABEL_PT)
-        bar.locator = MaxNLocator(nbins=4 if by_columns else 6)  # a short bar: few ticks, not touching
+        bar.locator = MaxNLocator(nbins=5 if by_columns else 6, steps=[1, 2, 2.5, 5, 10])  # short bar: few ticks
         bar.update_ticks()
     if title:
         fig.suptitle(title, fontsize=SUPTITLE_PT)

@@ -316,8 +316,9 @@ def test_plot_stages_keeps_its_footnote_and_titles_inside_the_figure():
         assert width <= 1200 and height <= 900
         footnote = fig._supxlabel.get_window_extent(canvas.get_renderer())
         assert 0 <= footnote.x0 and footnote.x1 <= width and 0 <= footnote.y0 and footnote.y1 <= height, kwargs
-        hidden = {id(tick.label1) for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)
-                  for tick in axis.get_major_ticks()  # ticks beyond a colour bar's end are never drawn
+        # the labels of ticks beyond a colour bar's ends are artists that are never drawn
+        hidden = {id(label) for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)
+                  for tick in axis.get_major_ticks() for label in (tick.label1, tick.label2)
                   if not min(axis.get_view_interval()) - 1e-9 <= tick.get_loc() <= max(axis.get_view_interval()) + 1e-9}
         texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip() and id(t) not in hidden]
         boxes = [t.get_window_extent(canvas.get_renderer()) for t in texts]
