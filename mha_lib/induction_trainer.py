@@ -28,6 +28,7 @@ import torch
 from . import induction
 from .validation import check_positive_int
 
+MAX_STEPS = 20_000  # ~2.5 minutes on two cores: more is not a live demonstration
 #: the held-out batch both runs are measured on (the chapter uses the same one)
 EVAL_SIZE, EVAL_SEED = 512, 123
 #: the sequence whose heads the widget draws at the end (a typical one, as the task draws them)
@@ -69,11 +70,14 @@ def training_widget(steps: int = induction.TRAIN_STEPS, short_steps: int = induc
     and, after a run, ``.run`` (the trained ``induction.Run``), ``.scores`` (``{"your run", "shipped run"}``
     -> ``induction.evaluate`` results) and ``.redraw_count``. ``.train()`` does what a press does.
     """
-    steps = check_positive_int("steps", steps)
-    short_steps = check_positive_int("short_steps", short_steps)
-    if (not isinstance(redraw_seconds, numbers.Real) or isinstance(redraw_seconds, bool)
-            or not 0 <= redraw_seconds <= 60):
-        raise ValueError(f"redraw_seconds must be a number of seconds from 0 to 60, got {redraw_seconds!r}")
+    for name, value in (("steps", steps), ("short_steps", short_steps)):
+        if check_positive_int(name, value) > MAX_STEPS:
+            raise ValueError(f"{name} must be at most {MAX_STEPS} (a live run in class), got {value}")
+    if not isinstance(redraw_seconds, numbers.Real) or isinstance(redraw_seconds, bool):
+        raise TypeError(f"redraw_seconds must be a number of seconds, got {type(redraw_seconds).__name__} "
+                        f"{redraw_seconds!r}")
+    if not 0 <= redraw_seconds <= 60:  # NaN fails this too
+        raise ValueError(f"redraw_seconds must be from 0 to 60 seconds, got {redraw_seconds!r}")
     return _widget_class()(steps, short_steps, float(redraw_seconds))
 
 
@@ -172,5 +176,5 @@ def _widget_class():
     return TrainingWidget
 
 
-__all__ = ["EVAL_SEED", "EVAL_SIZE", "EXAMPLE_TOKENS", "example_weights", "held_out_batch", "status_html",
+__all__ = ["EVAL_SEED", "EVAL_SIZE", "EXAMPLE_TOKENS", "MAX_STEPS", "example_weights", "held_out_batch", "status_html",
            "training_widget"]
