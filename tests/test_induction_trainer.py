@@ -58,8 +58,9 @@ def test_the_result_pictures_appear_after_a_run(pressed):
     assert len(widget.children) == 5
     assert widget.children[3] is widget.heads and widget.children[4] is widget.bars
     assert all(bytes(image.value).startswith(PNG) for image in (widget.curves, widget.heads, widget.bars))
-    # every redraw is counted: three evaluations (steps 0, 50, 60) with no throttle, and the final picture
-    assert widget.redraw_count == 4
+    # the first evaluation always redraws, the final picture too; the evaluations at steps 50 and 60 only when
+    # drawing took less than a tenth of the time since (the widget never spends more than that on pictures)
+    assert 2 <= widget.redraw_count <= 4
 
 
 def test_example_weights_are_the_model_s_weights_on_the_example_sequence():
@@ -106,3 +107,65 @@ def test_a_failure_is_said_in_the_widget_and_the_button_comes_back(monkeypatch):
 def test_bad_arguments_are_named(kwargs, error, message):
     with pytest.raises(error, match=message):
         training_widget(**kwargs)
+
+
+KERNEL_CODE = r"""
+import json, warnings
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import ipywidgets
+    from mha_lib.induction_trainer import training_widget
+
+    widget = training_widget(steps=120, short_steps=20, redraw_seconds=0)
+    display(widget)
+    widget.controls["train"].click()  # what a press does: the handler runs inside the kernel
+print(json.dumps({"version": ipywidgets.__version__, "progress_id": widget.progress.model_id,
+                  "status_id": widget.status.model_id, "value": widget.progress.value,
+                  "children": len(widget.children),
+                  "ours": [f"{w.category.__name__}: {w.message}" for w in caught if "mha_lib" in w.filename]}))
+"""
+
+
+def test_a_press_updates_the_browser_while_it_trains_under_ipywidgets_7():
+    """In a real kernel with ipywidgets 7.7 (Colab's): the progress bar and the status line are sent to the
+    browser at every evaluation, during the run, not only at its end; nothing goes to stderr."""
+    import json
+    import os
+    import subprocess
+    from datetime import datetime
+    from pathlib import Path
+
+    env_dir = Path(__file__).resolve().parents[1] / ".venv-ipywidgets7"
+    if not (env_dir / "ipywidgets").is_dir():
+        pytest.skip(f"{env_dir.name}/ is missing: `make install` creates it (ipywidgets 7.7.1, as on Colab)")
+    from jupyter_client.manager import start_new_kernel
+
+    pythonpath = os.pathsep.join([str(env_dir), *filter(None, [os.environ.get("PYTHONPATH")])])
+    manager, client = start_new_kernel(kernel_name="python3", env={**os.environ, "PYTHONPATH": pythonpath},
+                                       stderr=subprocess.DEVNULL, startup_timeout=120)
+    try:
+        messages = []
+        reply = client.execute_interactive(KERNEL_CODE, timeout=300, output_hook=messages.append)
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+    errors = ["\n".join(m["content"]["traceback"]) for m in messages if m["msg_type"] == "error"]
+    assert reply["content"]["status"] == "ok", "\n".join(errors)
+    stderr = [m["content"]["text"] for m in messages if m["msg_type"] == "stream" and m["content"]["name"] == "stderr"]
+    assert not stderr, "".join(stderr)
+    stdout = "".join(m["content"]["text"] for m in messages if m["msg_type"] == "stream")
+    result = json.loads(stdout.strip().splitlines()[-1])
+    assert result["version"].startswith("7.7."), result
+    assert result["ours"] == [] and result["value"] == 120 and result["children"] == 5, result
+
+    def updates(model_id, key):
+        return [(m["content"]["data"]["state"][key], m["header"]["date"]) for m in messages
+                if m["msg_type"] == "comm_msg" and m["content"]["comm_id"] == model_id
+                and key in m["content"]["data"].get("state", {})]
+
+    progress = updates(result["progress_id"], "value")
+    assert [value for value, _ in progress] == [50, 100, 120]  # every evaluation (0 was already the value)
+    sent = [date if isinstance(date, datetime) else datetime.fromisoformat(date) for _, date in progress]
+    assert (sent[-1] - sent[0]).total_seconds() > 0.1  # sent as the steps went by, not all at the end
+    statuses = [value for value, _ in updates(result["status_id"], "value")]
+    assert any("step 50 of 120" in s for s in statuses) and "done" in statuses[-1]
