@@ -182,6 +182,13 @@ def test_knockout_loss_is_the_library_evaluation():
     assert ch11.knockout_table()["intact"]["loss"] == pytest.approx(load_run("two_layer").log.eval_loss[-1], abs=1e-5)
 
 
+def test_knockout_stub_is_not_attempted():
+    for layer, head in ((..., ...), (0, ...), (..., None)):
+        feedback = ch11.check_knockout(layer, head)
+        assert not feedback.passed and not feedback.attempted
+        assert str(feedback).startswith(f"{TODO_MARK} knockout: not attempted yet: replace the ... in `layer, head")
+
+
 @pytest.mark.parametrize(("layer", "head", "phrase"), [
     (2, 0, "layer must be 0 to 1 (the model has 2 layers), got 2"),
     (-1, 0, "layer must be 0 to 1 (the model has 2 layers), got -1"),

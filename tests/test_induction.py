@@ -383,7 +383,8 @@ BAD_INPUT = [
     (lambda: induction_scores(_W.long(), _B.tokens, _B.periods), TypeError, "weights must be a floating-point"),
     (lambda: induction_scores(_W, _B.tokens[:1], _B.periods), ValueError, "tokens must have shape \\(B, T\\) matching"),
     (lambda: induction_scores(_W, _B.tokens, _B.periods.float()), ValueError, "periods must be an integer tensor"),
-    (lambda: induction_scores(_W, _B.tokens, torch.tensor([5, 24])), ValueError, "periods must be in \\[1, T - 2 = 23\\]"),
+    (lambda: induction_scores(_W, _B.tokens, torch.tensor([5, 24])), ValueError,
+     "periods must be in \\[1, T - 2 = 23\\]"),
     (lambda: previous_token_scores(_W, _B.tokens, torch.tensor([0, 5])), ValueError, "periods must be in \\[1,"),
     (lambda: previous_token_scores(_W[0], _B.tokens, _B.periods), ValueError, "tokens must have shape \\(B, T\\)"),
     (lambda: induction_targets([[1, 2]]), TypeError, "tokens must be a torch.Tensor"),
@@ -416,7 +417,8 @@ BAD_INPUT = [
     (lambda: new_model("two_layer", seed="0"), TypeError, "seed must be an int"),
     (lambda: train_run("x", 5), ValueError, "name must be one of"),
     (lambda: train_run("two_layer", 0), ValueError, "steps must be a positive int"),
-    (lambda: save_run("r", "/nonexistent/x.pt"), TypeError, "run must be a Run \\(what train_run or load_run returns\\)"),
+    (lambda: save_run("r", "/nonexistent/x.pt"), TypeError,
+     "run must be a Run \\(what train_run or load_run returns\\)"),
     (lambda: load_run("x"), ValueError, "name must be one of"),
 ]
 

@@ -7,8 +7,8 @@
 The first draws sharp causal weights from a private generator and compares with ``induction.induction_scores``,
 on sequences whose segment holds a token twice (so the current token has several earlier occurrences). The
 second knocks every head of the shipped ``two_layer`` run out in turn on a fixed held-out batch and reports what
-the student's choice did, in numbers. The third hands the student five models, two of them causal, and says
-which one its function misjudged.
+the student's choice did, in numbers. The third hands the student's function six models, two of them causal, and
+says which one it misjudged.
 """
 
 from __future__ import annotations
@@ -140,6 +140,8 @@ def _letters(tokens: Tensor) -> str:
 BAD_HEAD = "{argument} must be a whole number (an int), got {kind}. Call check_knockout(layer, head), e.g. (0, 1)."
 OUT_OF_RANGE = "{argument} must be 0 to {high} (the model has {count}), got {value}. Layers and heads count from 0."
 NO_HEAD = "give the head too: check_knockout(layer, head), both counted from 0."
+NOT_CHOSEN = ("not attempted yet: replace the ... in `layer, head = ..., ...` with the layer and the head you "
+              "chose (both counted from 0), then run this cell again.")
 
 
 @functools.lru_cache(maxsize=1)
@@ -203,6 +205,8 @@ def check_knockout(layer, head=None) -> Feedback:
     induction scores next to the intact model's. The right head is found by knocking out every head in turn.
     """
     name = "knockout"
+    if layer is Ellipsis or head is Ellipsis:  # the notebook's stub, `layer, head = ..., ...`
+        return Feedback(name, False, NOT_CHOSEN, attempted=False)
     if head is None and isinstance(layer, (tuple, list)) and len(layer) == 2:
         layer, head = layer  # check_knockout((0, 1)) works too
     elif head is None:

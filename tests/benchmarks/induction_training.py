@@ -106,7 +106,8 @@ def measure(steps: int, thread_counts: list[int]) -> dict:
     if len(runs) >= 2:
         first, second = runs[0], runs[1]
         result["ratios"] = {
-            f"seconds_{second['threads']}_vs_{first['threads']}_threads": round(second["seconds"] / first["seconds"], 3),
+            f"seconds_{second['threads']}_vs_{first['threads']}_threads":
+                round(second["seconds"] / first["seconds"], 3),
             f"steps_per_s_{second['threads']}_vs_{first['threads']}_threads":
                 round(second["steps_per_s"] / first["steps_per_s"], 3),
         }
