@@ -204,16 +204,25 @@ def score_curves_figure(log, *, marks=(), title: str | None = None, width: float
     return fig
 
 
-def training_progress_figure(log, reference=None, *, total_steps: int | None = None, width: float = 10.0,
-                             height: float = 3.6):
+def training_progress_figure(log, reference=None, *, label: str = "this run", total_steps: int | None = None,
+                             title: str | None = None, width: float = 10.0, height: float = 3.6):
     """The training widget's live picture: loss (left) and the best layer-0 previous-token score and the mean
-    layer-1 induction score (right) against the step; ``reference`` (a finished log) drawn grey behind."""
+    layer-1 induction score (right) against the step; ``reference`` (a finished log) drawn grey behind.
+    ``label`` names ``log`` in the legends."""
     log = _check_log("log", log)
     if reference is not None:
         reference = _check_log("reference", reference)
-    fig = _figure(width, height)
+    if not isinstance(label, str):
+        raise TypeError(f"label must be a str, got {type(label).__name__} {label!r}")
+    _check_title(title)
+    if total_steps is not None and (isinstance(total_steps, bool) or not isinstance(total_steps, numbers.Integral)
+                                    or total_steps < 1):
+        raise ValueError(f"total_steps must be a positive int or None, got {total_steps!r}")
+    fig = _figure(width, height + (0.3 if title else 0))
     left, right = fig.subplots(1, 2)
-    for source, colour, label in ((reference, "0.65", "shipped run"), (log, "#d62728", "this run")):
+    if title:
+        fig.suptitle(title, fontsize=SUPTITLE_PT)
+    for source, colour, label in ((reference, "0.65", "shipped run"), (log, "#d62728", label)):
         if source is None:
             continue
         left.plot(source.steps, np.maximum(source.eval_loss, 1e-4), color=colour, linewidth=2, label=label)

@@ -106,7 +106,9 @@ def _widget_class():
             self.status = widgets.HTML(f"press <b>Train</b> to train the 2-layer model ({steps} steps) on this "
                                        f"CPU; below: the shipped run it will reproduce")
             self.curves = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", height="auto"))
-            self.curves.value = _png(training_progress_figure(self.shipped.log, total_steps=steps))
+            self.curves.value = _png(training_progress_figure(
+                self.shipped.log, label="shipped run", total_steps=self.shipped.log.steps[-1],
+                title="The shipped run: press Train to train it again on this CPU"))
             self.heads = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", height="auto"))
             self.bars = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", height="auto"))
             c = self.controls

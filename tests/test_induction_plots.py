@@ -153,3 +153,13 @@ def test_head_names_count_from_zero():
 def test_bad_input_is_named(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+def test_training_progress_names_the_run_it_draws(run):
+    fig = plots.training_progress_figure(run.log, label="shipped run", title="before a press")
+    assert [l.get_label() for l in fig.axes[0].lines] == ["shipped run"]
+    assert fig._suptitle.get_text() == "before a press"
+    with pytest.raises(TypeError, match=r"label must be a str, got int 3"):
+        plots.training_progress_figure(run.log, label=3)
+    with pytest.raises(ValueError, match=r"total_steps must be a positive int or None, got 0"):
+        plots.training_progress_figure(run.log, total_steps=0)
