@@ -1,6 +1,6 @@
 """How long chapter 11's live training takes on the CPU: one full ``two_layer`` run with 1 thread, then with 2.
 
-    python tests/benchmarks/induction_training.py                      # 3,000 steps per thread count (~1.5 min)
+    python tests/benchmarks/induction_training.py                      # 3,000 steps per thread count (~3 min)
     python tests/benchmarks/induction_training.py --quick              # 150 steps, a smoke test
     python tests/benchmarks/induction_training.py --out mha_lib/benchmark_results   # ... and save the JSON
 
@@ -30,7 +30,7 @@ import torch
 import mha_lib.induction as induction
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from attention_speed import cpu_pressure, result_header, save_result  # noqa: E402  (shared with the others)
+from attention_speed import cpu_pressure, result_header, save_result, wait_for_quiet  # noqa: E402  (shared)
 
 INDUCTION_TARGET = 0.5  # the best layer-1 head's induction score
 PREVIOUS_TARGET = 0.9  # the best layer-0 head's previous-token score
@@ -47,7 +47,7 @@ def threads(n: int):
         torch.set_num_threads(before)
 
 
-def one_run(steps: int, num_threads: int) -> dict:
+def one_run(steps: int, num_threads: int, quiet_below: float | None = None) -> dict:
     """Train ``two_layer`` for ``steps`` on ``num_threads`` threads; the figures, and the final weights."""
     reached: dict[str, tuple[int, float] | None] = {"induction": None, "previous_token": None}
     start = 0.0
@@ -62,6 +62,7 @@ def one_run(steps: int, num_threads: int) -> dict:
             reached["previous_token"] = (step, elapsed)
 
     model = induction.new_model("two_layer")
+    wait_for_quiet(quiet_below)  # on a shared machine: start when the others leave the cores alone (at most 2 min)
     pressure = cpu_pressure()
     original = induction.one_thread
     induction.one_thread = lambda: threads(num_threads)  # train() enters this around its loop
@@ -94,10 +95,10 @@ def _largest_difference(a: dict, b: dict) -> float:
     return max((a[k] - b[k]).abs().max().item() for k in a)
 
 
-def measure(steps: int, thread_counts: list[int]) -> dict:
+def measure(steps: int, thread_counts: list[int], quiet_below: float | None = None) -> dict:
     runs, states = [], []
     for n in thread_counts:
-        figures, state = one_run(steps, n)
+        figures, state = one_run(steps, n, quiet_below)
         runs.append(figures)
         states.append(state)
     result = result_header("induction_training", torch.device("cpu"))
@@ -122,14 +123,19 @@ def _reached(entry) -> str:
     return "not reached" if entry is None else f"{entry['seconds']:6.1f} s (step {entry['step']})"
 
 
+def _pressure(value) -> str:
+    return "unknown" if value is None else f"{value:.0f} %"
+
+
 def format_table(result: dict) -> str:
     lines = [f"two_layer, {result['steps']} steps, {result['device_name']}",
              f"{'threads':>7}  {'seconds':>7}  {'steps/s':>7}  {'induction >= 0.5':>22}  {'previous-token >= 0.9':>22}"
-             f"  {'train loss':>10}  {'held-out loss':>13}"]
+             f"  {'train loss':>10}  {'held-out loss':>13}  {'CPU pressure before':>19}"]
     for run in result["runs"]:
         lines.append(f"{run['threads']:>7}  {run['seconds']:7.1f}  {run['steps_per_s']:7.1f}  "
                      f"{_reached(run['induction_0.5']):>22}  {_reached(run['previous_token_0.9']):>22}  "
-                     f"{run['final_train_loss']:10.4f}  {run['final_eval_loss']:13.4f}")
+                     f"{run['final_train_loss']:10.4f}  {run['final_eval_loss']:13.4f}  "
+                     f"{_pressure(run['cpu_pressure_before_pct']):>19}")
     for name, value in result.get("ratios", {}).items():
         lines.append(f"{name} = {value:.3f}")
     if "max_weight_difference_between_runs" in result:
@@ -147,11 +153,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_STEPS} steps: a smoke test, not a measurement")
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="thread counts, in order (default 1 2)")
     parser.add_argument("--out", type=Path, help="folder to save induction_training_cpu.json in")
+    parser.add_argument("--quiet-below", type=float, metavar="PCT",
+                        help="before each run, wait (at most 2 min) until Linux's CPU pressure is below PCT percent")
     args = parser.parse_args(argv)
     steps = args.steps or (QUICK_STEPS if args.quick else induction.TRAIN_STEPS)
     if steps < 1 or any(n < 1 for n in args.threads):
         parser.error("--steps and --threads must be positive")
-    result = measure(steps, args.threads)
+    result = measure(steps, args.threads, args.quiet_below)
     print(format_table(result))
     if args.out:
         print(f"saved {save_result(result, args.out / 'induction_training_cpu.json')}")
