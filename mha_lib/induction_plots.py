@@ -98,6 +98,10 @@ def heads_over_training_figure(weights: dict, tokens, *, title: str | None = Non
     L, H, T, S = shapes.pop()
     if T != S:
         raise ValueError(f"weights must be square (T = S), got {T} queries and {S} keys")
+    if any(np.isnan(a).any() for a in arrays.values()):
+        raise ValueError("weights contain NaN (a fully masked row is the usual cause); fix the computation first")
+    if tokens is not None and not isinstance(tokens, (list, tuple)):
+        raise TypeError(f"tokens must be a list of labels (one per position) or None, got {type(tokens).__name__}")
     tokens = [str(t) for t in tokens] if tokens is not None else [str(i) for i in range(T)]
     if len(tokens) != T:
         raise ValueError(f"tokens must have one label per position (T = {T}), got {len(tokens)}")

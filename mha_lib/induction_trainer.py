@@ -50,6 +50,8 @@ def held_out_batch() -> induction.Batch:
 
 def example_weights(model: induction.AttentionOnlyTransformer, tokens=EXAMPLE_TOKENS) -> torch.Tensor:
     """``(L, H, T, T)``: every head's weights on one sequence."""
+    if not isinstance(model, induction.AttentionOnlyTransformer):
+        raise TypeError(f"model must be an induction.AttentionOnlyTransformer, got {type(model).__name__}")
     batch = induction.sequence(list(tokens))
     with torch.no_grad():
         _, weights = model(batch.tokens, return_weights=True)  # L × (1, H, T, T)

@@ -73,6 +73,11 @@ def test_example_weights_are_the_model_s_weights_on_the_example_sequence():
     torch.testing.assert_close(weights[1, 2], expected[1][0, 2], rtol=0, atol=0)
 
 
+def test_example_weights_name_a_bad_model():
+    with pytest.raises(TypeError, match=r"model must be an induction.AttentionOnlyTransformer, got Linear"):
+        example_weights(torch.nn.Linear(2, 2))
+
+
 def test_redraws_are_throttled_and_the_short_run_box_changes_the_length():
     widget = training_widget(steps=STEPS, short_steps=20, redraw_seconds=60)
     widget.controls["short"].value = True
