@@ -118,6 +118,15 @@ def repeated_sequences(task: InductionTask, batch_size: int, generator: torch.Ge
     return Batch(tokens, periods, periods_to_targets(periods, T))
 
 
+#: the chapter's held-out batch, never seen in training: final numbers, knock-outs, the trainer and exercise 11.2
+EVAL_SIZE, EVAL_SEED = 512, 123
+
+
+def held_out_batch(task: InductionTask | None = None) -> Batch:
+    """The chapter's held-out batch: ``EVAL_SIZE`` sequences drawn from seed ``EVAL_SEED``."""
+    return repeated_sequences(task or InductionTask(), EVAL_SIZE, torch.Generator().manual_seed(EVAL_SEED))
+
+
 def periods_to_targets(periods: Tensor, T: int) -> Tensor:
     """``(B, T)`` bool: query ``t`` can predict token ``t + 1`` once the segment has been seen (``t >= p``)."""
     periods = _check_periods(periods)

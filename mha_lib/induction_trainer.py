@@ -30,8 +30,6 @@ from . import induction
 from .validation import check_positive_int
 
 MAX_STEPS = 20_000  # ~2.5 minutes on two cores: more is not a live demonstration
-#: the held-out batch both runs are measured on (the chapter uses the same one)
-EVAL_SIZE, EVAL_SEED = 512, 123
 #: the sequence whose heads the widget draws at the end (a typical one, as the task draws them)
 EXAMPLE_TOKENS = (8, 18, 3, 11, 20, 25) * 2  # I S D L U Z I S D L U Z
 
@@ -40,12 +38,6 @@ def _png(fig) -> bytes:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=fig.dpi, metadata={"Software": None})
     return buffer.getvalue()
-
-
-def held_out_batch() -> induction.Batch:
-    """The chapter's held-out batch: 512 sequences from seed 123 (never seen in training)."""
-    return induction.repeated_sequences(induction.InductionTask(), EVAL_SIZE,
-                                        torch.Generator().manual_seed(EVAL_SEED))
 
 
 def example_weights(model: induction.AttentionOnlyTransformer, tokens=EXAMPLE_TOKENS) -> torch.Tensor:
@@ -148,7 +140,7 @@ def _widget_class():
                 seconds = time.perf_counter() - start
                 self.curves.value = _png(training_progress_figure(run.log, self.shipped.log, total_steps=total))
                 self.redraw_count += 1
-                held_out = held_out_batch()
+                held_out = induction.held_out_batch()
                 self.scores = {"your run": induction.evaluate(run.model, held_out),
                                "shipped run": induction.evaluate(self.shipped.model, held_out)}
                 self.run = run
@@ -183,5 +175,5 @@ def _widget_class():
     return TrainingWidget
 
 
-__all__ = ["EVAL_SEED", "EVAL_SIZE", "EXAMPLE_TOKENS", "MAX_STEPS", "example_weights", "held_out_batch", "status_html",
+__all__ = ["EXAMPLE_TOKENS", "MAX_STEPS", "example_weights", "status_html",
            "training_widget"]

@@ -173,13 +173,13 @@ def test_knockout_reports_the_numbers_for_a_wrong_head():
 
 
 def test_knockout_loss_is_the_library_evaluation():
-    from mha_lib.induction import SEED, evaluate, knockout_mask, repeated_sequences
+    from mha_lib.induction import evaluate, held_out_batch, knockout_mask
 
     model = load_run("two_layer").model
-    batch = repeated_sequences(model.task, 256, torch.Generator().manual_seed(SEED + 10_000))
+    batch = held_out_batch()
     loss = evaluate(model, batch, knockout_mask(model, [(0, 1)]))["loss"].item()
     assert ch11.knockout_table()[0, 1]["loss"] == pytest.approx(loss, abs=1e-6)
-    assert ch11.knockout_table()["intact"]["loss"] == pytest.approx(load_run("two_layer").log.eval_loss[-1], abs=1e-5)
+    assert ch11.knockout_table()["intact"]["loss"] == pytest.approx(evaluate(model, batch)["loss"].item(), abs=1e-6)
 
 
 def test_knockout_stub_is_not_attempted():

@@ -10,7 +10,7 @@ pytest.importorskip("ipywidgets")
 pytest.importorskip("matplotlib")
 
 from mha_lib import induction  # noqa: E402
-from mha_lib.induction_trainer import (EXAMPLE_TOKENS, example_weights, held_out_batch, status_html,  # noqa: E402
+from mha_lib.induction_trainer import (EXAMPLE_TOKENS, example_weights, status_html,  # noqa: E402
                                        training_widget)
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -40,7 +40,7 @@ def test_a_press_trains_the_shipped_run_s_recipe_and_shows_its_numbers(pressed):
     assert widget.progress.value == STEPS == widget.progress.max
     assert widget.run.log.steps == direct.log.steps == [0, 50, 60]
     assert widget.run.log.loss == direct.log.loss  # one thread, same seed: bit for bit
-    held_out = held_out_batch()
+    held_out = induction.held_out_batch()
     yours = induction.evaluate(direct.model, held_out)
     shipped = induction.evaluate(induction.load_run("two_layer").model, held_out)
     for key in ("loss", "accuracy", "previous_token", "induction"):

@@ -19,8 +19,8 @@ from typing import Callable
 
 import torch
 
-from ..induction import (SEED, AttentionOnlyTransformer, evaluate, induction_scores, knockout_mask, load_run,
-                         new_model, repeated_sequences)
+from ..induction import (AttentionOnlyTransformer, evaluate, held_out_batch, induction_scores, knockout_mask,
+                         load_run, new_model)
 from . import Feedback, attempt, compare, failed, passed
 
 Tensor = torch.Tensor
@@ -146,13 +146,13 @@ NOT_CHOSEN = ("not attempted yet: replace the ... in `layer, head = ..., ...` wi
 
 @functools.lru_cache(maxsize=1)
 def knockout_table() -> dict:
-    """The shipped ``two_layer`` run measured on the held-out batch ``train`` used, intact and with each head out.
+    """The shipped ``two_layer`` run measured on the chapter's held-out batch, intact and with each head out.
 
     ``{"intact": result, (layer, head): result, ...}`` where each result holds the loss (float) and the
     per-head ``previous_token`` and ``induction`` scores ``(L, H)``. Computed once per session (8 evaluations).
     """
     model = load_run("two_layer").model
-    batch = repeated_sequences(model.task, 256, torch.Generator().manual_seed(SEED + 10_000))
+    batch = held_out_batch(model.task)  # the chapter's batch: the numbers match the notebook's table
 
     def measure(mask):
         result = evaluate(model, batch, mask)
@@ -201,7 +201,7 @@ def _kind_of(table: dict, pair: tuple[int, int]) -> str:
 def check_knockout(layer, head=None) -> Feedback:
     """Is head ``(layer, head)`` of the shipped two-layer run the one whose removal raises the loss most?
 
-    Knocks the head out on a fixed held-out batch of 256 sequences, and reports the loss and the layer-1
+    Knocks the head out on the chapter's held-out batch (``induction.held_out_batch``, 512 sequences), and reports the loss and the layer-1
     induction scores next to the intact model's. The right head is found by knocking out every head in turn.
     """
     name = "knockout"
