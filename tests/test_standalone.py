@@ -19,7 +19,6 @@ or an mha_lib that does not come from the wheel.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import re
@@ -70,9 +69,9 @@ CHECK_CELL = (
 )
 # ipykernel 7.0 to 7.3 send each shell reply raw on the shell socket, behind the back of the stream that reads
 # requests from it; a request that arrives in that moment stays unread, and the kernel waits idle for ever
-# (ipykernel issue 1554, fixed by pull request 1529 in 7.4.0). Here that was a cell stalled about once in 50
-# notebook runs with two test workers (the request was answered at once when a new client connected to the
-# shell socket, which makes libzmq look again); with 7.4.0, none in 150.
+# (ipykernel issue 1554, fixed by pull request 1529 in 7.4.0). Here, with two workers, that stalled a cell in
+# each of two runs of this file and in 2 of 99 notebook runs of a two-process loop (the request was answered at
+# once when a new client connected to the shell socket, which makes libzmq look again); with 7.4.0, none in 242.
 STRANDING_IPYKERNEL = re.compile(r"^7\.[0-3]\.")
 
 
