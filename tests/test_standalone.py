@@ -70,7 +70,7 @@ CHECK_CELL = (
 # ipykernel 7.0 to 7.3 send each shell reply raw on the shell socket, behind the back of the stream that reads
 # requests from it; a request that arrives in that moment stays unread, and the kernel waits idle for ever
 # (ipykernel issue 1554, fixed by pull request 1529 in 7.4.0). Here, with two workers, that stalled a cell in
-# each of two runs of this file and in 2 of 99 notebook runs of a two-process loop (the request was answered at
+# each of two runs of this file and in 3 of 154 notebook runs of a two-process loop (the request was answered at
 # once when a new client connected to the shell socket, which makes libzmq look again); with 7.4.0, none in 242.
 STRANDING_IPYKERNEL = re.compile(r"^7\.[0-3]\.")
 
@@ -168,11 +168,11 @@ def _client_class():
     """nbclient's client, but waiting for each shell reply in 1 s looks instead of one look until the cell's limit.
 
     After a cell that draws an ipywidgets `interact` (measured with two workers: from 1 in 100 to 1 in 10 such
-    cells, with ipykernel 7.4.0), the reply can sit in the client's shell socket without waking the asyncio poll
-    that waits for it (pyzmq watches that socket through an edge-triggered descriptor); nbclient then finds it
-    only when its single poll ends, at the cell timeout (a chapter took 65 s instead of 5). A fresh poll looks at
-    the socket first, so it finds such a reply at once: the wait costs at most a second. A reply that never comes
-    still ends in the cell timeout.
+    cells, with ipykernel 7.3 and 7.4 alike), the reply can sit in the client's shell socket without waking the
+    asyncio poll that waits for it (pyzmq watches that socket through an edge-triggered descriptor); nbclient
+    then finds it only when its single poll ends, at the cell timeout (a chapter took 65 s instead of 5). A fresh
+    poll looks at the socket first, so it finds such a reply at once: the wait costs at most a second. A reply
+    that never comes still ends in the cell timeout.
     """
     from queue import Empty
     from time import monotonic
