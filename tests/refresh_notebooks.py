@@ -124,7 +124,21 @@ def make_portable(nb, notebook_dir: Path) -> None:
     make_static(nb)
     for cell in nb.cells:
         if cell.cell_type == "code":
-            cell.outputs = [nbformat.from_dict(output) for output in cell.outputs]
+            cell.outputs = [nbformat.from_dict(output) for output in coalesce_streams(cell.outputs)]
+
+
+def coalesce_streams(outputs: list) -> list:
+    """Consecutive stdout (or stderr) chunks as one output: how a print is split into chunks depends on the
+    kernel's timing, and the stored file must not change from one refresh to the next."""
+    merged: list = []
+    for output in outputs:
+        previous = merged[-1] if merged else None
+        if (output.get("output_type") == "stream" and previous is not None
+                and previous.get("output_type") == "stream" and previous.get("name") == output.get("name")):
+            previous["text"] = previous["text"] + output["text"]
+        else:
+            merged.append(output)
+    return merged
 
 
 def refresh(path: Path) -> float:
