@@ -116,9 +116,12 @@ def _figures():
             six[:4], tokens, head_titles=["a very long head title that would run into the next panel"] * 4),
         "ch04 8 panels": lambda: mha_lib.plot_heads(six[:8], tokens, ncols=4, panel_size=2.5,
                                                     title="unscaled / scaled"),
-        "ch08 stage grid": lambda: plotting.plot_stages(
+        "stage grid, 4 heads": lambda: plotting.plot_stages(
             {"raw scores": s.scores, "scaled": s.scaled, "masked": s.masked, "weights": s.weights}, s.tokens,
             title="The four stages, heads 0–3"),
+        "ch08 stage grid (the chapter's call)": lambda: plotting.plot_stages(
+            {"raw scores": s.scores, "scaled": s.scaled, "masked": s.masked, "weights": s.weights}, s.tokens,
+            heads=[0, 1], limits={"weights": (0.0, 0.4)}),
         "explorer figure, 12 heads": lambda: explorer_figure(SEED_002, d_model=768, num_heads=12, stage="masked"),
         "explorer figure, 16 heads": lambda: explorer_figure(SEED_002, d_model=64, num_heads=16, stage="weights"),
     }
@@ -134,7 +137,8 @@ def test_library_figures_are_readable_on_a_projector(name):
     _check_tick_labels_apart(fig, canvas)
 
 
-@pytest.mark.parametrize("name", ["12 heads of scores, CJK", "ch08 stage grid", "explorer figure, 12 heads"])
+@pytest.mark.parametrize("name", ["12 heads of scores, CJK", "stage grid, 4 heads", "ch08 stage grid (the chapter's call)",
+                                  "explorer figure, 12 heads"])
 def test_one_map_per_quantity_scores_centred_on_zero_masked_grey(name):
     fig = _figures()[name]()
     images = [ax.images[0] for ax in fig.axes if ax.images]

@@ -10,14 +10,10 @@ import torch
 
 pytest.importorskip("matplotlib")
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
-from matplotlib.text import Text  # noqa: E402
-
 from mha_lib import induction  # noqa: E402
 from mha_lib import induction_plots as plots  # noqa: E402
 from mha_lib.induction_trainer import EXAMPLE_TOKENS, example_weights  # noqa: E402
-
-MIN_PX = 10.0
+from test_figures_readable import _check_readable, _check_size  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -26,26 +22,10 @@ def run():
 
 
 def _readable(fig) -> None:
-    """Every drawn text at least 10 px at the figure's dpi and inside it; the figure within 1200 × 900 px."""
-    canvas = FigureCanvasAgg(fig)
-    canvas.draw()
-    width, height = canvas.get_width_height()
-    assert width <= 1200 and height <= 900, (width, height)
-    renderer = canvas.get_renderer()
-    hidden = set()  # tick labels outside an axis's range: matplotlib keeps them as artists but never draws them
-    for ax in fig.axes:
-        for axis in (ax.xaxis, ax.yaxis):
-            lo, hi = sorted(axis.get_view_interval())
-            slack = 1e-9 * max(abs(lo), abs(hi), 1.0)
-            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
-                if not lo - slack <= tick.get_loc() <= hi + slack:
-                    hidden.update({id(tick.label1), id(tick.label2)})
-    for text in fig.findobj(Text):
-        if not text.get_visible() or not text.get_text().strip() or id(text) in hidden:
-            continue
-        box = text.get_window_extent(renderer)
-        assert text.get_fontsize() * fig.dpi / 72 >= MIN_PX, text.get_text()
-        assert box.x0 >= -1 and box.y0 >= -1 and box.x1 <= width + 1 and box.y1 <= height + 1, text.get_text()
+    """The series' projector rules (tests/test_figures_readable.py): text >= 10 px inside the figure, which fits
+    1200 × 900 px."""
+    _check_size(fig)
+    _check_readable(fig)
 
 
 def test_heads_over_training_draws_every_head_of_every_row(run):
