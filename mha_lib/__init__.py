@@ -24,6 +24,7 @@ Chapter 11, heads that learn on the CPU:
 
     induction.py    a tiny attention-only causal transformer, its repeated-segment task, training, scores and
                     the three shipped runs (checkpoints/, written by tests/train_induction.py)
+    induction_plots.py / induction_trainer.py  its figures, and the live trainer widget
 """
 
 from .conversions import fused_from_split, split_from_wrapper, torch_mha_from
