@@ -131,35 +131,14 @@ print(json.dumps({"version": ipywidgets.__version__, "progress_id": widget.progr
 """
 
 
-def test_a_press_updates_the_browser_while_it_trains_under_ipywidgets_7():
+def test_a_press_updates_the_browser_while_it_trains_under_ipywidgets_7(ipywidgets7_kernel):
     """In a real kernel with ipywidgets 7.7 (Colab's): the progress bar and the status line are sent to the
     browser at every evaluation, during the run, not only at its end; nothing goes to stderr."""
-    import json
-    import os
-    import subprocess
     from datetime import datetime
-    from pathlib import Path
 
-    env_dir = Path(__file__).resolve().parents[1] / ".venv-ipywidgets7"
-    if not (env_dir / "ipywidgets").is_dir():
-        pytest.skip(f"{env_dir.name}/ is missing: `make install` creates it (ipywidgets 7.7.1, as on Colab)")
-    from jupyter_client.manager import start_new_kernel
+    from conftest import run_in_kernel
 
-    pythonpath = os.pathsep.join([str(env_dir), *filter(None, [os.environ.get("PYTHONPATH")])])
-    manager, client = start_new_kernel(kernel_name="python3", env={**os.environ, "PYTHONPATH": pythonpath},
-                                       stderr=subprocess.DEVNULL, startup_timeout=120)
-    try:
-        messages = []
-        reply = client.execute_interactive(KERNEL_CODE, timeout=300, output_hook=messages.append)
-    finally:
-        client.stop_channels()
-        manager.shutdown_kernel(now=True)
-    errors = ["\n".join(m["content"]["traceback"]) for m in messages if m["msg_type"] == "error"]
-    assert reply["content"]["status"] == "ok", "\n".join(errors)
-    stderr = [m["content"]["text"] for m in messages if m["msg_type"] == "stream" and m["content"]["name"] == "stderr"]
-    assert not stderr, "".join(stderr)
-    stdout = "".join(m["content"]["text"] for m in messages if m["msg_type"] == "stream")
-    result = json.loads(stdout.strip().splitlines()[-1])
+    messages, result = run_in_kernel(ipywidgets7_kernel, KERNEL_CODE)
     assert result["version"].startswith("7.7."), result
     assert result["ours"] == [] and result["value"] == 120 and result["children"] == 5, result
 

@@ -13,15 +13,12 @@ Colab's older ipykernel does not, and Python hides those warnings in a notebook 
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-ENV_DIR = ROOT / ".venv-ipywidgets7"
+from conftest import IPYWIDGETS7_DIR as ENV_DIR
+from conftest import run_in_kernel
 
 KERNEL_CODE = r"""
 import json, os, warnings
@@ -62,33 +59,8 @@ print(json.dumps({
 """
 
 
-@pytest.fixture(scope="module")
-def ipywidgets7_kernel():
-    if not (ENV_DIR / "ipywidgets").is_dir():
-        pytest.skip(f"{ENV_DIR.name}/ is missing: `make install` creates it (ipywidgets 7.7.1, as on Colab)")
-    from jupyter_client.manager import start_new_kernel
-
-    pythonpath = os.pathsep.join([str(ENV_DIR), *filter(None, [os.environ.get("PYTHONPATH")])])
-    # the kernel's own log (stderr) would add jupyter_client's "running over TCP" notice; the code's stderr
-    # comes back as messages, which the test reads
-    manager, client = start_new_kernel(kernel_name="python3", env={**os.environ, "PYTHONPATH": pythonpath},
-                                       stderr=subprocess.DEVNULL, startup_timeout=120)
-    try:
-        yield client
-    finally:
-        client.stop_channels()
-        manager.shutdown_kernel(now=True)
-
-
 def test_explorer_works_with_ipywidgets_7(ipywidgets7_kernel):
-    messages = []
-    reply = ipywidgets7_kernel.execute_interactive(KERNEL_CODE, timeout=300, output_hook=messages.append)
-    errors = ["\n".join(m["content"]["traceback"]) for m in messages if m["msg_type"] == "error"]
-    assert reply["content"]["status"] == "ok", "\n".join(errors)
-    stderr = [m["content"]["text"] for m in messages if m["msg_type"] == "stream" and m["content"]["name"] == "stderr"]
-    assert not stderr, "".join(stderr)
-    stdout = "".join(m["content"]["text"] for m in messages if m["msg_type"] == "stream")
-    result = json.loads(stdout.strip().splitlines()[-1])
+    messages, result = run_in_kernel(ipywidgets7_kernel, KERNEL_CODE)
 
     assert result["version"].startswith("7.7."), result
     assert Path(result["module"]).resolve().is_relative_to(ENV_DIR.resolve())
