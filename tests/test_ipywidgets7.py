@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from conftest import IPYWIDGETS7_DIR as ENV_DIR
 from conftest import run_in_kernel
 
