@@ -167,3 +167,24 @@ def test_seed_000_wrapper_prints_the_same_as_on_the_cpu():
     assert gpu_text == cpu_text
     assert "[-0.4519,  0.2216,  0.4772,  0.1063]," in gpu_text  # the book's first row
     assert "device" not in gpu_text and "grad_fn" not in gpu_text
+
+
+def test_chapter_11_runs_on_the_gpu_as_on_the_cpu():
+    # the shipped model measured on the GPU gives the CPU's numbers; the training loop follows the model there
+    from mha_lib import induction
+
+    run = induction.load_run("two_layer")
+    batch = induction.held_out_batch()  # drawn on the CPU: evaluate moves it to the model's device
+    gpu_model = copy.deepcopy(run.model).to(GPU)
+    for mask in (None, induction.knockout_mask(run.model, [(0, 3)])):
+        cpu, gpu = induction.evaluate(run.model, batch, mask), induction.evaluate(gpu_model, batch, mask)
+        for key in ("loss", "previous_token", "induction"):
+            assert_same_on_cpu(gpu[key], cpu[key], rtol=1e-4, atol=1e-5)
+        assert abs(gpu["accuracy"].item() - cpu["accuracy"].item()) < 0.01  # an argmax may flip on a near tie
+    cpu_written = induction.generation_accuracy(run.model, batch)
+    gpu_written = induction.generation_accuracy(gpu_model, batch)
+    assert abs(gpu_written["generated"].item() - cpu_written["generated"].item()) < 0.01
+    model = induction.new_model("two_layer").to(GPU)
+    log, _ = induction.train(model, 40, eval_every=20, eval_size=64)
+    assert next(model.parameters()).device.type == GPU.type
+    assert log.steps == [0, 20, 40] and log.eval_loss[-1] < log.eval_loss[0]
