@@ -16,8 +16,17 @@ from .modules import FusedMultiHeadAttention, MultiHeadAttention, MultiHeadAtten
 
 
 def _same_mode(new: nn.Module, source: nn.Module) -> nn.Module:
-    """The new module is in the source's mode: converting a model in eval mode must not switch dropout on."""
-    return new.train(source.training)
+    """The new module is in the source's mode: converting a model in eval mode must not switch dropout on.
+
+    The new module and all its submodules take the source's ``training``; a submodule that both have under the
+    same name (``out_proj``) then takes the mode of the source's own, should the two differ.
+    """
+    new.train(source.training)
+    sources = dict(source.named_modules())
+    for name, module in new.named_modules():
+        if name and name in sources:
+            module.training = sources[name].training
+    return new
 
 
 def _copy_(target: torch.Tensor, source: torch.Tensor) -> None:

@@ -313,6 +313,10 @@ def sdpa_attention(
     if is_causal and mask is not None:  # SDPA takes one or the other: fold the triangle into the mask
         mask = combine_masks(causal_mask(q.shape[-2], k.shape[-2], device=q.device), mask)
         is_causal = False
+    if mask is not None and mask.dim() < 2:
+        # a 0-D or 1-D mask broadcasts like any other, but SDPA reads its last two dimensions: give it (1, S) or
+        # (1, 1), a view with the same broadcast (explicit_attention needs no such step)
+        mask = mask.reshape((1,) * (2 - mask.dim()) + tuple(mask.shape))
     context = F.scaled_dot_product_attention(
         q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale
     )

@@ -31,6 +31,23 @@ from .validation import (
 
 Tensor = torch.Tensor
 
+# CausalAttention keeps a (context_length, context_length) boolean mask: 1 byte per entry, so 2**15 tokens
+# already cost 1 GiB per head. Longer contexts go to MultiHeadAttention, which passes causality as a flag.
+MAX_BUFFERED_CONTEXT = 2**15
+
+
+def _check_buffered_context_length(context_length: int) -> int:
+    context_length = check_positive_int("context_length", context_length)
+    if context_length > MAX_BUFFERED_CONTEXT:
+        gib = context_length**2 / 2**30
+        raise ValueError(
+            f"context_length must be at most {MAX_BUFFERED_CONTEXT} for CausalAttention, got {context_length}: "
+            f"it keeps a (context_length, context_length) causal mask in a buffer, which would take "
+            f"{gib:,.0f} GiB; for longer sequences use mha_lib.MultiHeadAttention, which builds no buffer "
+            f"(causality is a flag, the mask is made for the actual length T)"
+        )
+    return context_length
+
 
 def _check_bias_flag(qkv_bias) -> bool:
     return check_flag("qkv_bias", qkv_bias)
@@ -69,14 +86,16 @@ class CausalAttention(nn.Module):
 
     The causal mask is built once for ``context_length`` tokens and kept as a buffer (it follows the module
     to the GPU with ``.to(device)``); each call cuts the top-left ``T × T`` corner out of it.
-    Input ``(B, T, d_in)`` with ``T <= context_length``; output ``(B, T, d_out)``.
+    Input ``(B, T, d_in)`` with ``T <= context_length``; output ``(B, T, d_out)``. The buffer takes
+    ``context_length²`` bytes, so ``context_length`` is at most ``2**15`` (1 GiB); ``MultiHeadAttention`` keeps no
+    buffer and takes any length.
     """
 
     def __init__(self, d_in: int, d_out: int, context_length: int, dropout: float, qkv_bias: bool = False):
         super().__init__()
         self.d_in = check_positive_int("d_in", d_in)
         self.d_out = check_positive_int("d_out", d_out)
-        self.context_length = check_positive_int("context_length", context_length)
+        self.context_length = _check_buffered_context_length(context_length)
         self.dropout_p = check_probability("dropout", dropout)
         qkv_bias = _check_bias_flag(qkv_bias)
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
@@ -112,6 +131,7 @@ class MultiHeadAttentionWrapper(nn.Module):
     ):
         super().__init__()
         num_heads = check_positive_int("num_heads", num_heads)
+        _check_buffered_context_length(context_length)  # every head keeps its own mask buffer
         self.heads = nn.ModuleList(
             [CausalAttention(d_in, d_out, context_length, dropout, qkv_bias) for _ in range(num_heads)]
         )

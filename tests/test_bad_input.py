@@ -983,3 +983,75 @@ def test_every_argument_of_every_public_function_fails_clearly_or_works(function
                 cryptic.append(f"{argument}={label}: {type(error).__name__}: {str(error)[:120]}")
     capsys.readouterr()  # show() printed the values it accepted
     assert cryptic == []
+
+
+# --- issue 19 §6: four inputs that got a wrong or cryptic answer ----------------------------------------------
+
+
+@pytest.mark.parametrize("convert", [fused_from_split, torch_mha_from])
+def test_a_converted_eval_layer_with_dropout_gives_the_same_output(convert):
+    torch.manual_seed(0)
+    source = MultiHeadAttention(D, D, T, 0.5, H, qkv_bias=True).eval()
+    copy = convert(source)
+    assert copy.training is False and all(not m.training for m in copy.modules())
+    x = x_input()
+    with torch.no_grad():
+        out = copy(x) if convert is fused_from_split else copy(
+            x, x, x, attn_mask=mha_lib.invert_mask(causal_mask(T)), need_weights=False)[0]
+        torch.testing.assert_close(out, source(x))
+
+
+@pytest.mark.parametrize("convert", [fused_from_split, torch_mha_from])
+def test_a_converted_training_layer_stays_in_training_mode_with_its_submodules(convert):
+    copy = convert(MultiHeadAttention(D, D, T, 0.5, H).train())
+    assert copy.training is True and all(m.training for m in copy.modules())
+
+
+def test_a_conversion_copies_a_submodule_mode_that_differs_from_the_layer():
+    source = MultiHeadAttention(D, D, T, 0.5, H).train()
+    source.out_proj.eval()  # unusual, but the copy must be in exactly the source's modes
+    fused = fused_from_split(source)
+    assert fused.training is True and fused.W_qkv.training is True and fused.out_proj.training is False
+
+
+@pytest.mark.parametrize("make", [
+    lambda n: mha_lib.CausalAttention(4, 2, n, 0.0),
+    lambda n: MultiHeadAttentionWrapper(4, 2, n, 0.0, 2),
+], ids=["CausalAttention", "MultiHeadAttentionWrapper"])
+def test_a_context_length_too_long_for_the_mask_buffer_is_refused_before_allocating(make):
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=esc(
+            "context_length must be at most 32768 for CausalAttention, got 10000000",
+            "keeps a (context_length, context_length) causal mask in a buffer, which would take 93,132 GiB",
+            "use mha_lib.MultiHeadAttention, which builds no buffer")):
+        make(10**7)
+    assert time.perf_counter() - start < 1.0  # refused, not allocated
+
+
+def test_the_longest_buffered_context_length_is_accepted(monkeypatch):
+    built = []
+    monkeypatch.setattr(mha_lib.modules, "causal_mask", lambda n: built.append(n) or causal_mask(4))  # not 1 GiB
+    assert mha_lib.CausalAttention(4, 2, 2**15, 0.0).context_length == 2**15 and built == [2**15]
+    with pytest.raises(ValueError, match=esc("at most 32768 for CausalAttention, got 32769")):
+        mha_lib.CausalAttention(4, 2, 2**15 + 1, 0.0)
+
+
+@pytest.mark.parametrize("cls", [MultiHeadAttention, FusedMultiHeadAttention])
+def test_the_multi_head_layers_keep_no_buffer_and_accept_a_huge_context_length(cls):
+    layer = cls(D, D, 10**7, 0.0, H)
+    assert list(layer.buffers()) == []
+    assert layer(x_input()).shape == (B, T, D)
+
+
+@pytest.mark.parametrize("keep", [False, True])
+@pytest.mark.parametrize("q_dims", [2, 3, 4])
+def test_a_0d_mask_gives_both_kernels_the_result_of_its_broadcast(keep, q_dims):
+    shape = (2, 2, 3, 4)[4 - q_dims:]
+    q, k, v = (torch.randn(shape) for _ in range(3))
+    mask = torch.tensor(keep)
+    broadcast = mask.expand(*shape[:-1], shape[-2])  # (..., T, S) with S = T here
+    for kernel in (explicit_attention, sdpa_attention):
+        torch.testing.assert_close(kernel(q, k, v, mask=mask)[0], kernel(q, k, v, mask=broadcast)[0])
+    torch.testing.assert_close(sdpa_attention(q, k, v, mask=mask)[0], explicit_attention(q, k, v, mask=mask)[0])
+    if not keep:  # nothing may be attended to: every row is the fully masked row, all zeros
+        assert torch.equal(sdpa_attention(q, k, v, mask=mask)[0], torch.zeros(shape))

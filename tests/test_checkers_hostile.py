@@ -508,3 +508,52 @@ def test_ch11_knockout_a_lying_tensor_index_does_not_pass_unless_it_is_the_head(
     best = max(losses, key=losses.get)
     wrong_head = (best[1] + 1) % table["num_heads"]
     assert not ch11.check_knockout(best[0], torch.tensor(wrong_head).as_subclass(Liar)).passed
+
+
+# --- ch08: the layer's own forward, reached any way, is refused like layer(x) (issue 19 §6) -----------------
+
+
+def _forward_via_copy(layer, x):
+    import copy
+
+    twin = copy.deepcopy(layer)
+    for name in ("forward", "_check_return_weights", "_attend", "_padding_mask"):
+        twin.__dict__.pop(name, None)  # undo the checker's refusals on the copy
+    return twin(x)
+
+
+def _forward_via_new_layer(layer, x):
+    twin = mha_lib.MultiHeadAttention(layer.d_in, layer.d_out, layer.context_length, 0.0, layer.num_heads,
+                                      qkv_bias=True).eval()
+    twin.load_state_dict(layer.state_dict())
+    return twin(x)
+
+
+SAVED_FORWARD = mha_lib.MultiHeadAttention.forward  # a reference kept before the checker runs
+
+
+@pytest.mark.parametrize("cheat", [
+    lambda layer, x: layer(x),
+    lambda layer, x: layer.forward(x),
+    lambda layer, x: type(layer).forward(layer, x),
+    lambda layer, x: mha_lib.MultiHeadAttention.forward(layer, x),
+    lambda layer, x: super(type(layer), layer).__call__(x),
+    lambda layer, x: SAVED_FORWARD(layer, x),
+    lambda layer, x: nn.Module.__call__(layer, x),
+    lambda layer, x: mha_lib.fused_from_split(layer)(x),
+    _forward_via_copy,
+    _forward_via_new_layer,
+], ids=["call", "forward", "type-forward", "class-forward", "super-call", "saved-forward", "module-call",
+        "fused-copy", "deepcopy", "new-layer"])
+def test_ch08_the_layers_forward_is_refused_however_it_is_reached(cheat):
+    feedback = ch08.check_attention_forward(cheat)
+    assert_wrong(feedback, ch08.CALLED_LAYER)
+
+
+def test_ch08_refusing_the_forward_leaves_every_layer_working_afterwards():
+    ch08.check_attention_forward(lambda layer, x: type(layer).forward(layer, x))
+    assert ch08.check_attention_forward(CHECKERS["ch08.attention_forward"][1]).passed
+    layer = mha_lib.MultiHeadAttention(6, 6, 4, 0.0, 2).eval()
+    fused = mha_lib.fused_from_split(layer)
+    x = torch.randn(1, 4, 6)
+    torch.testing.assert_close(fused(x), layer(x))

@@ -420,3 +420,25 @@ def test_make_reproducible_sets_full_precision_and_the_seed():
     first = torch.rand(3)
     torch.manual_seed(7)
     assert torch.equal(torch.rand(3), first)
+
+
+# --- both kernels take every mask that broadcasts to the scores (issue 19 §6: a 0-d mask crashed SDPA) -------
+
+
+@pytest.mark.parametrize("mask_shape", [(), (5,), (1,), (3, 5), (3, 1), (1, 5), (2, 3, 5), (1, 1, 5),
+                                        (2, 2, 3, 5), (1, 2, 1, 5), (2, 1, 3, 1)],
+                         ids=lambda s: f"{len(s)}d-{'x'.join(map(str, s)) or 'scalar'}")
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_both_kernels_agree_on_masks_of_every_rank(mask_shape, is_causal):
+    generator = torch.Generator().manual_seed(len(mask_shape) * 10 + sum(mask_shape))
+    q = torch.randn(2, 2, 3, 4, generator=generator)  # (B, H, T, Dh)
+    k, v = torch.randn(2, 2, 5, 4, generator=generator), torch.randn(2, 2, 5, 4, generator=generator)  # S = 5
+    mask = torch.rand(mask_shape, generator=generator) > 0.3
+    full = mask.expand(2, 2, 3, 5)
+    explicit, weights = explicit_attention(q, k, v, mask=mask, is_causal=is_causal)
+    fused, _ = sdpa_attention(q, k, v, mask=mask, is_causal=is_causal)
+    torch.testing.assert_close(fused, explicit)
+    torch.testing.assert_close(explicit, explicit_attention(q, k, v, mask=full, is_causal=is_causal)[0])
+    torch.testing.assert_close(fused, sdpa_attention(q, k, v, mask=full, is_causal=is_causal)[0])
+    keep = full & causal_mask(3, 5) if is_causal else full
+    assert torch.equal(weights > 0, keep & torch.ones_like(weights, dtype=torch.bool))

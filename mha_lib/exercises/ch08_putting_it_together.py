@@ -6,18 +6,20 @@
 The layer is a causal ``mha_lib.MultiHeadAttention`` with biases, at sizes that are all different (B=2, T=5,
 D=24, H=4, Dh=6), so that dividing by √D instead of √Dh, or mixing up two axes, gives different numbers. Its
 weights and input come from private random generators: checking does not move the notebook's random numbers.
-Calling ``layer(x)`` itself is refused: the point is to assemble the pieces.
+Calling ``layer(x)`` itself is refused, and so is its forward reached another way (``type(layer).forward(layer, x)``,
+a copy, a layer converted from it): the point is to assemble the pieces.
 """
 
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 
 import torch
 
 from ..functional import attention_scores, merge_heads, split_heads
 from ..masks import causal_mask
-from ..modules import MultiHeadAttention
+from ..modules import MultiHeadAttention, _MultiHeadBase
 from ..validation import check_flag, check_sequence
 from . import Feedback, _close, attempt, compare, failed, refuse
 
@@ -51,8 +53,9 @@ DIAGONAL_NAN = ("row 0 of your output is NaN: you masked the diagonal too (the G
                 "0/0. Block only the strict upper triangle: torch.triu(..., diagonal=1), or keep torch.tril(...).")
 SOME_NAN = ("your output contains NaN: some row of scores was -inf everywhere before the softmax. Check which "
             "entries your mask blocks: query t must keep keys 0..t.")
-CALLED_LAYER = ("do not call layer(x) (that is the answer itself): build the output from layer.W_query, "
-                "layer.W_key, layer.W_value and layer.out_proj.")
+CALLED_LAYER = ("do not call layer(x), nor its forward in another way such as type(layer).forward(layer, x) or "
+                "a layer built from its weights (that is the answer itself): build the output from "
+                "layer.W_query, layer.W_key, layer.W_value and layer.out_proj.")
 TUPLE = "return only the output tensor (B, T, D), not a tuple."
 
 
@@ -124,6 +127,25 @@ def _refuse_call(*args, **kwargs):
     raise RuntimeError(CALLED_LAYER)
 
 
+# The layer's own forward, reached any way: layer(x) and layer.forward(x) find the instance's `forward`;
+# type(layer).forward(layer, x), MultiHeadAttention.forward(layer, x) or a forward saved before the check run the
+# class's forward, whose first steps look these up on the instance too.
+_REFUSED_ON_THE_LAYER = ("forward", "_check_return_weights", "_attend", "_padding_mask")
+
+
+@contextmanager
+def _no_layer_forward():
+    """While the student's function runs, no multi-head layer finishes a forward pass: not the checked layer
+    (see _REFUSED_ON_THE_LAYER), nor a copy of it, nor a layer converted from it (fused_from_split) or loaded
+    with its weights: every one of them goes through _MultiHeadBase._attend."""
+    original = _MultiHeadBase.__dict__["_attend"]
+    _MultiHeadBase._attend = _refuse_call
+    try:
+        yield
+    finally:
+        _MultiHeadBase._attend = original
+
+
 def check_attention_forward(student_fn) -> Feedback:
     """``student_fn(layer, x)`` must return what the causal ``layer(x)`` returns, assembled from its pieces."""
     layer, x = _layer_and_input()
@@ -141,8 +163,10 @@ def check_attention_forward(student_fn) -> Feedback:
             SOFTMAX_QUERIES: forward_variant(layer, x, softmax_dim=-2),
             NO_SOFTMAX: forward_variant(layer, x, softmax_dim=None),
         }
-    layer.forward = _refuse_call  # this layer only: its pieces still work, layer(x) does not
-    answer = attempt(EXERCISE, student_fn, layer, x.clone())
+    for name in _REFUSED_ON_THE_LAYER:  # this layer only: its pieces still work, its forward does not
+        setattr(layer, name, _refuse_call)
+    with _no_layer_forward():
+        answer = attempt(EXERCISE, student_fn, layer, x.clone())
     if isinstance(answer, Feedback):
         return answer
     if isinstance(answer, tuple):
