@@ -14,7 +14,7 @@ WIDGETS7_STAMP := $(WIDGETS7)/.installed
 # ipywidgets' saveState setting), so a notebook that was run, saved and reopened shows no widget error
 JUPYTER_CONFIG := $(VENV)/etc/jupyter/jupyter_server_config.d/mha_lib.json
 
-.PHONY: lab test notebooks benchmarks checkpoints slides install clean
+.PHONY: lab test notebooks benchmarks checkpoints slides test-newest install clean
 
 lab: $(STAMP) $(JUPYTER_CONFIG)
 	$(BIN)/jupyter lab notebooks/00_start_here.ipynb
@@ -23,6 +23,11 @@ lab: $(STAMP) $(JUPYTER_CONFIG)
 PYTEST_WORKERS ?= auto
 test: $(STAMP) $(WIDGETS7_STAMP) $(JUPYTER_CONFIG)
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile
+
+# Every notebook on the newest releases, in a throw-away venv (the wheel with its `notebooks` extra unpinned, and
+# d2l without its dependencies): prints the versions and a PASS/FAIL line per notebook; several GB, minutes.
+test-newest:
+	$(PYTHON) tests/run_newest.py
 
 # Re-execute every notebook in place (deterministic outputs) and redraw the README figure.
 notebooks: $(STAMP)
