@@ -6,8 +6,10 @@
 ``make notebooks`` writes it after executing the notebooks (``tests/refresh_notebooks.py`` calls
 ``write_guide``). Everything comes from the markers of the chapter conventions (issue 14):
 
-* the title cell: ``**Class time:** about N min ...`` and the "By the end of this chapter you can" list;
-* ``## Title · ~N min`` section headings, and the ``teacher_notes`` list in the heading cell's metadata;
+* the title cell: ``**Class time:** about C min (+ O min optional: ...)`` (or ``two lessons, about C min ...``)
+  and the "By the end of this chapter you can" list;
+* ``## Title · ~N min`` section headings (``## Optional · Title · ~N min`` for an optional one), and the
+  ``teacher_notes`` list in the heading cell's metadata; in a two-lesson chapter, the ``**End of lesson 1.**`` cell;
 * ``predict`` and ``discussion`` cells with their ``<details>`` answers;
 * ``exercise`` cells (``**Exercise N.k · title** · difficulty ★☆☆ · ~M min``), the ``check_*`` calls after them,
   and the ``<details><summary>Solution</summary>`` of their ``solution`` cell;
@@ -16,7 +18,11 @@
   ``failed``), so the guide never imports, runs or depends on the checkers' internals.
 
 A chapter that lacks a marker still gets its part of the guide; ``problems(chapter)`` names what is missing, and
-``tests/test_teachers_guide.py`` requires none.
+``tests/test_teachers_guide.py`` requires none. ``pacing_problems(chapter)`` checks the pacing convention (issue 19
+§4): the stated core and optional minutes are the sums of the sections' times, a lesson's core path is at most
+45 min, and a two-lesson chapter marks where lesson 1 ends. For each chapter the guide gives both paths with clock
+times: the 45-minute path (core sections; per lesson in a two-lesson chapter) and the longer one (every section in
+notebook order).
 """
 
 from __future__ import annotations
@@ -37,7 +43,13 @@ NOTEBOOKS = ROOT / "notebooks"
 EXERCISES = ROOT / "mha_lib" / "exercises"
 GUIDE = NOTEBOOKS / "TEACHERS_GUIDE.md"
 
-CLASS_TIME = re.compile(r"^\*\*Class time:\*\*\s*(.+?)\s*$", re.MULTILINE)
+# the class time runs to the first blank line (a long list of optional topics wraps)
+CLASS_TIME = re.compile(r"^\*\*Class time:\*\*\s*(.+?)\s*(?:\n[ \t]*\n|\Z)", re.MULTILINE | re.DOTALL)
+# the pacing convention: "about C min (+ O min optional: topics)", or "two lessons, about C min ..."
+STATED_TIME = re.compile(r"^(?P<two>two lessons, )?about (?P<core>\d+) min"
+                         r"(?: \(\+ (?P<optional>\d+) min optional(?:: (?P<topics>.+))?\))?$")
+LESSON_BREAK = "**End of lesson 1.**"  # the first line of the markdown cell that ends lesson 1
+LESSON_MINUTES = 45
 MINUTES = re.compile(r"(\d+)\s*min")
 OBJECTIVES_INTRO = re.compile(r"By the end of this chapter you can", re.IGNORECASE)
 SECTION = re.compile(r"^(.+?) · ~(\d+) min$")  # the text of a `## ` heading (conventions point 3)
@@ -199,6 +211,7 @@ class Section:
     minutes: int | None
     optional: bool
     notes: list[str]
+    lesson: int = 1  # 2 after the `**End of lesson 1.**` cell
 
 
 @dataclass
@@ -231,6 +244,7 @@ class Chapter:
     discussions: list[Prompt] = field(default_factory=list)
     exercises: list[Exercise] = field(default_factory=list)
     modules: list[str] = field(default_factory=list)
+    lesson_breaks: list[bool] = field(default_factory=list)  # per `**End of lesson 1.**` cell: a `## ` follows?
     error: str = ""  # the notebook could not be read (a half-written file during someone's refresh)
 
     @property
@@ -244,6 +258,24 @@ class Chapter:
     @property
     def optional_minutes(self) -> int:
         return sum(section.minutes or 0 for section in self.sections if section.optional)
+
+    @property
+    def lessons(self) -> int:
+        """2 when the title cell says "two lessons" (or, without a readable class time, a lesson marker is there)."""
+        stated = parse_class_time(self.class_time)
+        return stated[0] if stated else 1 + bool(self.lesson_breaks)
+
+    def lesson_sections(self, lesson: int, *, optional: bool = False) -> list[Section]:
+        """The sections of one lesson in notebook order: the core ones, and with ``optional`` the optional too."""
+        return [s for s in self.sections if s.lesson == lesson and (optional or not s.optional)]
+
+
+def parse_class_time(class_time: str) -> tuple[int, int, int] | None:
+    """(lessons, core minutes, optional minutes) of a class time that follows the convention, else None."""
+    match = STATED_TIME.match(class_time)
+    if not match:
+        return None
+    return 2 if match.group("two") else 1, int(match.group("core")), int(match.group("optional") or 0)
 
 
 def _objectives(text: str) -> list[str]:
@@ -275,14 +307,20 @@ def read_chapter(path: Path) -> Chapter:
     cells = nb.cells
     section = ""
     current: Exercise | None = None
-    for cell in cells:
+    lesson = 1
+    for index, cell in enumerate(cells):
         text = _source(cell)
+        if cell.cell_type == "markdown" and text.strip().startswith(LESSON_BREAK):
+            following = cells[index + 1] if index + 1 < len(cells) else None
+            chapter.lesson_breaks.append(following is not None and following.cell_type == "markdown"
+                                         and _source(following).lstrip().startswith("## "))
+            lesson += 1
         if cell.cell_type == "markdown":
             for _, level, title in headings(text):
                 if level == 1 and not chapter.title:
                     chapter.title = title
                     match = CLASS_TIME.search(text)
-                    chapter.class_time = match.group(1) if match else ""
+                    chapter.class_time = " ".join(match.group(1).split()) if match else ""
                     chapter.objectives = _objectives(text)
                 elif level == 2:
                     current = None
@@ -296,7 +334,8 @@ def read_chapter(path: Path) -> Chapter:
                     chapter.sections.append(Section(
                         title=section, minutes=int(timed.group(2)) if timed else None,
                         optional=section.lower().startswith("optional"),
-                        notes=[str(note) for note in notes] if isinstance(notes, list) else [str(notes)]))
+                        notes=[str(note) for note in notes] if isinstance(notes, list) else [str(notes)],
+                        lesson=lesson))
             for name, bucket in (("predict", chapter.predicts), ("discussion", chapter.discussions)):
                 if _role(cell, name):
                     question, answer = _details(text)
@@ -350,6 +389,55 @@ def problems(chapter: Chapter) -> list[str]:
     return found
 
 
+def _sum(sections: list[Section]) -> int:
+    return sum(section.minutes or 0 for section in sections)
+
+
+def pacing_problems(chapter: Chapter) -> list[str]:
+    """Where the chapter breaks the pacing convention (issue 19 §4); each message names the chapter and gives the
+    stated and the summed minutes. Empty when the stated times are the sums and every lesson fits 45 min."""
+    name = chapter.path.stem
+    if chapter.error:
+        return [f"{name}: the notebook could not be read ({chapter.error})"]
+    stated = parse_class_time(chapter.class_time)
+    if stated is None:
+        return [f"{name}: the class time {chapter.class_time or '(none)'!r} does not read "
+                "`about C min (+ O min optional: ...)` or `two lessons, about C min (+ O min optional: ...)`"]
+    lessons, core, optional = stated
+    found = [f"{name}: section {s.title!r} has no time (`· ~N min`), so the sums leave it out"
+             for s in chapter.sections if s.minutes is None]
+    core_sections = [s for s in chapter.sections if not s.optional]
+    if core != chapter.core_minutes:
+        found.append(f"{name}: the title cell states {core} min of core sections, but they add up to "
+                     f"{chapter.core_minutes} min ({' + '.join(str(s.minutes or 0) for s in core_sections) or '0'})")
+    if optional != chapter.optional_minutes:
+        found.append(f"{name}: the title cell states {optional} min of optional sections, but they add up to "
+                     f"{chapter.optional_minutes} min")
+    breaks = len(chapter.lesson_breaks)
+    if lessons == 1:
+        if breaks:
+            found.append(f"{name}: the title cell states one lesson, but the notebook has {breaks} "
+                         f"`{LESSON_BREAK}` cell(s): write `two lessons, about {core} min ...` or remove them")
+        if chapter.core_minutes > LESSON_MINUTES:
+            found.append(f"{name}: the core sections add up to {chapter.core_minutes} min, more than one "
+                         f"{LESSON_MINUTES}-min lesson: mark detail `Optional · ` or make it two lessons")
+    elif breaks != 1:
+        found.append(f"{name}: the title cell states two lessons, so it needs exactly one `{LESSON_BREAK}` cell, "
+                     f"found {breaks}")
+    else:
+        if not chapter.lesson_breaks[0]:
+            found.append(f"{name}: the `{LESSON_BREAK}` cell must come right before the `## ` heading of "
+                         "lesson 2's first section")
+        for lesson in (1, 2):
+            minutes = _sum(chapter.lesson_sections(lesson))
+            if minutes > LESSON_MINUTES:
+                found.append(f"{name}: lesson {lesson}'s core sections add up to {minutes} min, more than "
+                             f"{LESSON_MINUTES}")
+            if minutes == 0:
+                found.append(f"{name}: lesson {lesson} has no core section")
+    return found
+
+
 # --------------------------------------------------------------------------------------------------- the guide
 
 
@@ -371,6 +459,62 @@ def _module_mistakes(chapter: Chapter) -> dict[str, list[str]]:
     return mistakes
 
 
+def _clock(minutes: int) -> str:
+    return f"{minutes // 60}:{minutes % 60:02d}"
+
+
+def _path_table(chapter: Chapter, sections: list[Section]) -> list[str]:
+    """One path as a table: clock times from the start of the lesson, the section's number in the chapter."""
+    out = ["| clock | | section | min |", "|---|---:|---|---:|"]
+    clock = 0
+    for section in sections:
+        number = chapter.sections.index(section) + 1
+        minutes = section.minutes or 0
+        out.append(f"| {_clock(clock)}–{_clock(clock + minutes)} | {number} | {section.title} | "
+                   f"{'?' if section.minutes is None else section.minutes} |")
+        clock += minutes
+    return out + [""]
+
+
+def _paths(chapter: Chapter) -> tuple[str, str]:
+    """The two paths in a few words, for the overview table: "45 min" or "2 lessons: 40 + 39 min"."""
+    texts = []
+    for optional in (False, True):
+        minutes = [_sum(chapter.lesson_sections(lesson, optional=optional))
+                   for lesson in range(1, chapter.lessons + 1)]
+        texts.append(f"{minutes[0]} min" if len(minutes) == 1
+                     else f"{len(minutes)} lessons: {' + '.join(map(str, minutes))} min")
+    return texts[0], texts[1]
+
+
+def _timing(chapter: Chapter) -> list[str]:
+    out = []
+    lessons = range(1, chapter.lessons + 1)
+    for optional in (False, True):
+        if optional and not chapter.optional_minutes:
+            out += ["There are no optional sections: the longer path is the same.", ""]
+            break
+        for lesson in lessons:
+            sections = chapter.lesson_sections(lesson, optional=optional)
+            what = ("every section in notebook order, the optional ones included" if optional
+                    else "the core sections")
+            name = "The longer path" if optional else f"The {LESSON_MINUTES}-minute path"
+            if chapter.lessons > 1:
+                name += f", lesson {lesson}"
+            out += [f"**{name}** — {what}, {_sum(sections)} min:", ""] + _path_table(chapter, sections)
+    if chapter.lessons > 1:
+        out += [f"Lesson 1 ends at the `{LESSON_BREAK}` cell; the clock starts again at lesson 2.", ""]
+    optional = f", optional parts {chapter.optional_minutes} min" if chapter.optional_minutes else ""
+    stated = MINUTES.search(chapter.class_time)
+    differs = (f" (the chapter states {stated.group(0)}: plan for the difference)"
+               if stated and int(stated.group(1)) != chapter.core_minutes else "")
+    out += [f"Core sections add up to {chapter.core_minutes} min{differs}{optional}.", ""]
+    pacing = [problem.split(": ", 1)[1] for problem in pacing_problems(chapter)]
+    if pacing and not chapter.error:
+        out += ["> **Pacing not yet consistent:** " + "; ".join(pacing) + ".", ""]
+    return out
+
+
 def chapter_markdown(chapter: Chapter) -> str:
     out = [f"## {chapter.title or chapter.path.stem}", ""]
     class_time = chapter.class_time or "**not stated**"
@@ -383,21 +527,7 @@ def chapter_markdown(chapter: Chapter) -> str:
         out += [f"- {item}" for item in chapter.objectives] + [""]
 
     if chapter.sections:
-        out += ["### Timing", "", "| | section | min | clock |", "|---:|---|---:|---:|"]
-        clock = 0
-        for number, section in enumerate(chapter.sections, 1):
-            minutes = "?" if section.minutes is None else str(section.minutes)
-            if section.optional:
-                when = "optional"
-            else:
-                clock += section.minutes or 0
-                when = f"{clock}"
-            out.append(f"| {number} | {section.title} | {minutes} | {when} |")
-        optional = f", optional parts {chapter.optional_minutes} min" if chapter.optional_minutes else ""
-        stated = MINUTES.search(chapter.class_time)
-        differs = (f" (the chapter states {stated.group(0)}: plan for the difference)"
-                   if stated and int(stated.group(1)) != chapter.core_minutes else "")
-        out += ["", f"Core sections add up to {chapter.core_minutes} min{differs}{optional}.", ""]
+        out += ["### Timing", ""] + _timing(chapter)
 
         if any(section.notes for section in chapter.sections):
             out += ["### Talking points", ""]
@@ -452,14 +582,17 @@ def guide_markdown(paths=None) -> str:
         "discussion prompts with their answers, and for each exercise the mistakes its checker recognises and "
         "the solution. The slides of every chapter come from the same notebooks: `make slides`.",
         "",
-        "| chapter | class time | core sections | predict | discuss | exercises |",
-        "|---|---|---:|---:|---:|---:|",
+        "The 45-minute path takes the core sections only; the longer path adds the optional sections, in "
+        "notebook order. Each chapter's timing table gives both with clock times.",
+        "",
+        "| chapter | class time | 45-minute path | longer path | predict | discuss | exercises |",
+        "|---|---|---:|---:|---:|---:|---:|",
     ]
     for chapter in chapters:
         class_time = re.sub(r"(\(\+ [^:)]*):[^)]*\)", r"\1)", chapter.class_time) or "—"  # no list of parts
-        out.append(f"| {chapter.title or chapter.path.stem} | {class_time} | "
-                   f"{chapter.core_minutes} min | {len(chapter.predicts)} | {len(chapter.discussions)} | "
-                   f"{len(chapter.exercises)} |")
+        short, long = _paths(chapter)
+        out.append(f"| {chapter.title or chapter.path.stem} | {class_time} | {short} | {long} | "
+                   f"{len(chapter.predicts)} | {len(chapter.discussions)} | {len(chapter.exercises)} |")
     out.append("")
     for chapter in chapters:
         out += ["---", "", chapter_markdown(chapter)]
@@ -472,25 +605,30 @@ def write_guide(path: Path = GUIDE) -> str:
     path.write_text(text, encoding="utf-8")
     lines = [f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}: written"]
     for notebook in sorted(NOTEBOOKS.glob("*.ipynb")):
-        for problem in problems(read_chapter(notebook)):
+        chapter = read_chapter(notebook)
+        for problem in problems(chapter):
             lines.append(f"  {notebook.name}: {problem}")
+        lines += [f"  {problem}" for problem in pacing_problems(chapter) if not chapter.error]
     return "\n".join(lines)
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description="Write notebooks/TEACHERS_GUIDE.md from the notebooks.")
     parser.add_argument("--check", action="store_true",
-                        help="write nothing; exit 1 if the guide is stale or a chapter lacks a marker")
+                        help="write nothing; exit 1 if the guide is stale, a chapter lacks a marker or its "
+                             "section times do not add up to its class time")
     args = parser.parse_args(argv)
     if not args.check:
         print(write_guide())
         return 0
     stale = not GUIDE.is_file() or GUIDE.read_text(encoding="utf-8") != guide_markdown()
-    missing = [(p.name, problem) for p in sorted(NOTEBOOKS.glob("*.ipynb")) for problem in problems(read_chapter(p))]
+    chapters = [read_chapter(p) for p in sorted(NOTEBOOKS.glob("*.ipynb"))]
+    missing = [f"{c.path.name}: {problem}" for c in chapters for problem in problems(c)]
+    missing += [problem for c in chapters if not c.error for problem in pacing_problems(c)]
     if stale:
         print(f"{GUIDE.relative_to(ROOT)} is stale: run `python tests/teachers_guide.py`")
-    for name, problem in missing:
-        print(f"{name}: {problem}")
+    for problem in missing:
+        print(problem)
     return 1 if stale or missing else 0
 
 

@@ -157,10 +157,14 @@ def test_read_chapter_finds_every_marker(tmp_path):
 def test_the_guide_of_a_chapter_reads_as_a_handout(tmp_path, monkeypatch):
     monkeypatch.setattr(tg, "EXERCISES", tmp_path)
     text = tg.guide_markdown([sample_chapter(tmp_path)])
-    assert "| Chapter 99 · A sample | about 45 min (+ 10 min optional) | 45 min | 1 | 1 | 1 |" in text
-    assert ("| 1 | 1. First | 30 | 30 |\n| 2 | 2. Second | 15 | 45 |\n"
-            "| 3 | Optional · The extra part | 10 | optional |") in text
+    assert "| Chapter 99 · A sample | about 45 min (+ 10 min optional) | 45 min | 55 min | 1 | 1 | 1 |" in text
+    assert ("**The 45-minute path** — the core sections, 45 min:\n\n| clock | | section | min |\n"
+            "|---|---:|---|---:|\n| 0:00–0:30 | 1 | 1. First | 30 |\n| 0:30–0:45 | 2 | 2. Second | 15 |\n") in text
+    assert ("**The longer path** — every section in notebook order, the optional ones included, 55 min:\n\n"
+            "| clock | | section | min |\n|---|---:|---|---:|\n| 0:00–0:30 | 1 | 1. First | 30 |\n"
+            "| 0:30–0:45 | 2 | 2. Second | 15 |\n| 0:45–0:55 | 3 | Optional · The extra part | 10 |\n") in text
     assert "Core sections add up to 45 min, optional parts 10 min." in text
+    assert "Pacing not yet consistent" not in text
     assert "**1. First**\n\n- Say this first.\n- Then ask that." in text
     assert "1. *(1. First)*\n\n   What shape?\n\n   **Answer.**\n\n   `(2, 6, 4)`: two heads." in text
     assert "#### Exercise 99.1 · Do it (★★☆ · ~7 min)" in text
@@ -223,3 +227,117 @@ def test_the_guide_says_when_the_sections_do_not_add_up_to_the_class_time(tmp_pa
     chapter.class_time = "about 50 min"
     assert "Core sections add up to 45 min (the chapter states 50 min: plan for the difference), optional parts " \
            "10 min." in tg.chapter_markdown(chapter)
+
+
+# ------------------------------------------------------------------------------------------ pacing (issue 19 §4)
+
+
+@pytest.mark.parametrize("path", NOTEBOOK_PATHS, ids=[p.stem for p in NOTEBOOK_PATHS])
+def test_every_chapter_states_the_sum_of_its_section_times_and_each_lesson_fits_45_min(path):
+    """The title cell's class time is the sum of the core sections and of the optional ones; a lesson's core
+    path is at most 45 min; a two-lesson chapter has one `**End of lesson 1.**` cell, a one-lesson chapter none."""
+    chapter = tg.read_chapter(path)
+    assert tg.pacing_problems(chapter) == []
+
+
+def pacing_chapter(tmp_path, class_time: str, sections: list[tuple[str, int]], *, break_before: int | None = None,
+                   break_then: str = "## ") -> tg.Chapter:
+    """A notebook with this class time and these `## title · ~N min` sections; with ``break_before``, an
+    `**End of lesson 1.**` cell before that section (followed by ``break_then``)."""
+    cells = [new_markdown_cell(f"# Chapter 96 · Paced\n\n**Class time:** {class_time}\n\nText.")]
+    for index, (title, minutes) in enumerate(sections):
+        if index == break_before:
+            cells.append(new_markdown_cell("**End of lesson 1.**\n\nLesson 2 starts here; recap the first."))
+            if not break_then.startswith("## "):
+                cells.append(new_markdown_cell(break_then))
+        cells += [new_markdown_cell(f"## {title} · ~{minutes} min\n\nText."), new_code_cell("1 + 1")]
+    cells.append(new_markdown_cell("## Summary\n\n- done"))
+    path = tmp_path / "96_paced.ipynb"
+    nbformat.write(new_notebook(cells=cells), path)
+    return tg.read_chapter(path)
+
+
+def test_a_class_time_that_is_the_sum_of_the_sections_passes(tmp_path):
+    chapter = pacing_chapter(tmp_path, "about 40 min (+ 12 min optional: the extra part,\nwrapped onto a second line)",
+                             [("1. One", 25), ("Optional · Extra", 12), ("2. Two", 15)])
+    assert chapter.class_time == "about 40 min (+ 12 min optional: the extra part, wrapped onto a second line)"
+    assert tg.parse_class_time(chapter.class_time) == (1, 40, 12)
+    assert tg.pacing_problems(chapter) == []
+
+
+def test_sums_that_differ_from_the_class_time_fail_naming_chapter_stated_and_summed_minutes(tmp_path):
+    chapter = pacing_chapter(tmp_path, "about 45 min (+ 10 min optional: the extra part)",
+                             [("1. One", 25), ("Optional · Extra", 12), ("2. Two", 15)])
+    assert tg.pacing_problems(chapter) == [
+        "96_paced: the title cell states 45 min of core sections, but they add up to 40 min (25 + 15)",
+        "96_paced: the title cell states 10 min of optional sections, but they add up to 12 min",
+    ]
+    with pytest.raises(AssertionError, match="states 45 min of core sections, but they add up to 40 min"):
+        test_every_chapter_states_the_sum_of_its_section_times_and_each_lesson_fits_45_min(chapter.path)
+    text = tg.chapter_markdown(chapter)
+    assert "> **Pacing not yet consistent:** the title cell states 45 min of core sections, but they add up to " \
+           "40 min (25 + 15); the title cell states 10 min of optional sections, but they add up to 12 min." in text
+
+
+def test_optional_sections_without_a_stated_optional_time_fail(tmp_path):
+    chapter = pacing_chapter(tmp_path, "about 40 min", [("1. One", 40), ("Optional · Extra", 5)])
+    assert tg.pacing_problems(chapter) == [
+        "96_paced: the title cell states 0 min of optional sections, but they add up to 5 min"]
+
+
+def test_a_one_lesson_chapter_longer_than_45_min_fails(tmp_path):
+    chapter = pacing_chapter(tmp_path, "about 50 min", [("1. One", 30), ("2. Two", 20)])
+    assert tg.pacing_problems(chapter) == [
+        "96_paced: the core sections add up to 50 min, more than one 45-min lesson: mark detail `Optional · ` or "
+        "make it two lessons"]
+
+
+def test_a_one_lesson_chapter_with_a_lesson_break_fails(tmp_path):
+    chapter = pacing_chapter(tmp_path, "about 40 min", [("1. One", 20), ("2. Two", 20)], break_before=1)
+    assert tg.pacing_problems(chapter) == [
+        "96_paced: the title cell states one lesson, but the notebook has 1 `**End of lesson 1.**` cell(s): write "
+        "`two lessons, about 40 min ...` or remove them"]
+
+
+def test_a_class_time_off_the_convention_fails(tmp_path):
+    chapter = pacing_chapter(tmp_path, "45 minutes or so", [("1. One", 45)])
+    assert tg.pacing_problems(chapter) == [
+        "96_paced: the class time '45 minutes or so' does not read `about C min (+ O min optional: ...)` or "
+        "`two lessons, about C min (+ O min optional: ...)`"]
+
+
+def test_two_lessons_each_within_45_min_pass_and_the_guide_gives_both_lessons(tmp_path):
+    chapter = pacing_chapter(tmp_path, "two lessons, about 80 min (+ 5 min optional: more)",
+                             [("1. One", 40), ("Optional · Aside", 5), ("2. Two", 20), ("3. Three", 20)],
+                             break_before=2)
+    assert tg.parse_class_time(chapter.class_time) == (2, 80, 5)
+    assert [s.lesson for s in chapter.sections] == [1, 1, 2, 2]
+    assert tg.pacing_problems(chapter) == []
+    text = tg.guide_markdown([chapter.path])
+    assert "| Chapter 96 · Paced | two lessons, about 80 min (+ 5 min optional) | 2 lessons: 40 + 40 min | " \
+           "2 lessons: 45 + 40 min |" in text
+    assert ("**The 45-minute path, lesson 2** — the core sections, 40 min:\n\n| clock | | section | min |\n"
+            "|---|---:|---|---:|\n| 0:00–0:20 | 3 | 2. Two | 20 |\n| 0:20–0:40 | 4 | 3. Three | 20 |\n") in text
+    assert ("**The longer path, lesson 1** — every section in notebook order, the optional ones included, 45 min:"
+            "\n\n| clock | | section | min |\n|---|---:|---|---:|\n| 0:00–0:40 | 1 | 1. One | 40 |\n"
+            "| 0:40–0:45 | 2 | Optional · Aside | 5 |\n") in text
+
+
+def test_two_lessons_with_a_lesson_over_45_min_fail(tmp_path):
+    chapter = pacing_chapter(tmp_path, "two lessons, about 80 min", [("1. One", 30), ("2. Two", 20), ("3. Three", 30)],
+                             break_before=1)
+    assert tg.pacing_problems(chapter) == ["96_paced: lesson 2's core sections add up to 50 min, more than 45"]
+
+
+def test_two_lessons_without_exactly_one_lesson_break_fail(tmp_path):
+    chapter = pacing_chapter(tmp_path, "two lessons, about 80 min", [("1. One", 40), ("2. Two", 40)])
+    assert tg.pacing_problems(chapter) == [
+        "96_paced: the title cell states two lessons, so it needs exactly one `**End of lesson 1.**` cell, found 0"]
+
+
+def test_a_lesson_break_must_sit_right_before_a_section_heading(tmp_path):
+    chapter = pacing_chapter(tmp_path, "two lessons, about 80 min", [("1. One", 40), ("2. Two", 40)],
+                             break_before=1, break_then="Some words between.")
+    assert tg.pacing_problems(chapter) == [
+        "96_paced: the `**End of lesson 1.**` cell must come right before the `## ` heading of lesson 2's first "
+        "section"]
