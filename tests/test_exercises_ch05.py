@@ -144,3 +144,21 @@ def test_checkers_leave_the_global_random_state_alone():
     ch05.check_causal_weights(causal_solution)
     ch05.check_padded_causal_mask(padded_causal_solution)
     assert torch.equal(torch.random.get_rng_state(), before)
+
+
+def test_causal_weights_names_the_keep_mask_passed_straight_to_masked_fill():
+    # the slip the hint warns about: the keep mask (True = may attend) given to masked_fill, which fills where True
+    def keep_filled(fill):
+        def student(scores):
+            keep = torch.ones(scores.shape[-2:], dtype=torch.bool).tril()  # True = may attend
+            return torch.softmax(scores.masked_fill(keep, fill), dim=-1)
+        return student
+
+    with_inf = ch05.check_causal_weights(keep_filled(NEG_INF))
+    assert not with_inf.passed and with_inf.attempted
+    assert with_inf.message == ch05.KEEP_MASK_FILLED
+    with_large_negative = ch05.check_causal_weights(keep_filled(-1e9))
+    assert not with_large_negative.passed
+    assert with_large_negative.message == ch05.KEEP_MASK_FILLED_FINITE
+    # the mirrored triangle (each query sees itself and the future) keeps its own message
+    assert ch05.check_causal_weights(WRONG_CAUSAL["your mask is upside down"]).message == ch05.INVERTED

@@ -153,3 +153,16 @@ def test_in_place_answers_are_judged_fairly():
         return _normalise(x.exp_())
 
     assert ch06.check_stable_softmax(in_place)
+
+
+@pytest.mark.parametrize(
+    "fn, message",
+    [
+        (lambda x: (lambda e: e / e.sum(dim=-1))((x - x.amax(dim=-1, keepdim=True)).exp()), ch06.NO_KEEPDIM_SUM),
+        (lambda x: (lambda e: e / e.sum(dim=-1))((x - x.amax(dim=-1)).exp()), ch06.NO_KEEPDIM_BOTH),
+    ],
+)
+def test_stable_softmax_names_a_missing_keepdim_on_the_sum(fn, message):
+    verdict = ch06.check_stable_softmax(fn)
+    assert not verdict and verdict.attempted
+    assert verdict.message == message

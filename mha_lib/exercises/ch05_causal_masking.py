@@ -5,7 +5,7 @@
 
 Each checker draws its own inputs from a private generator, runs the student's function, compares it with
 ``mha_lib``'s own masks and ``masked_softmax`` and, when the answer is wrong, names the mistake it reproduces
-("a whole row is -inf: did you mask the diagonal?").
+("a whole row is -inf: did you mask the diagonal?", "you passed the keep mask straight to masked_fill").
 """
 
 from __future__ import annotations
@@ -34,6 +34,14 @@ ZERO_FILL = ("you filled the blocked scores with 0: exp(0) = 1, so future tokens
              "float('-inf'): exp(-inf) = 0.")
 AFTER_SOFTMAX = ("you zeroed the future weights after the softmax without renormalising: the rows no longer sum "
                  "to 1. Mask the scores with -inf before the softmax (or divide each row by its new sum).")
+KEEP_MASK_FILLED = ("the last row is all NaN: you passed the keep mask (True = may attend) straight to masked_fill, "
+                    "which fills where the mask is True. Every query lost its past and itself, and the last query, "
+                    "whose keys are all in its past, had nothing left. Fill where the keep mask is False: "
+                    "scores.masked_fill(~keep, float('-inf')), or block torch.triu(..., diagonal=1).")
+KEEP_MASK_FILLED_FINITE = ("you passed the keep mask (True = may attend) straight to masked_fill, which fills where "
+                           "the mask is True: every query lost its past and itself and sees only the future (the "
+                           "last query, with every key filled, spread its weight evenly). Fill where the keep mask "
+                           "is False: scores.masked_fill(~keep, ...), or block torch.triu(..., diagonal=1).")
 NO_MASK = "you applied no mask: every query still sees the future. Fill the scores above the diagonal with -inf."
 SOFTMAX_COLUMNS = "softmax over the wrong dimension: each query's row must sum to 1, use dim=-1."
 BATCH_TIP = ("Tip: build the mask from scores.shape[-2] and scores.shape[-1] (queries, keys), and let it "
@@ -63,6 +71,7 @@ def _causal_weights_mistakes(scores: Tensor) -> dict[str, Tensor]:
     return {
         MASKED_DIAGONAL_FINITE: torch.softmax(scores.masked_fill(~keep.tril(diagonal=-1), -1e9), dim=-1),
         INVERTED: torch.softmax(scores.masked_fill(~strict_upper, NEG_INF), dim=-1),
+        KEEP_MASK_FILLED_FINITE: torch.softmax(scores.masked_fill(keep, -1e9), dim=-1),
         ZERO_FILL: torch.softmax(scores.masked_fill(~keep, 0.0), dim=-1),
         AFTER_SOFTMAX: softmax.masked_fill(~keep, 0.0),
         NO_MASK: softmax,
@@ -76,10 +85,17 @@ def _diagonal_masked_with_inf(scores: Tensor) -> Tensor:
     return torch.softmax(scores.masked_fill(blocked, NEG_INF), dim=-1)
 
 
+def _keep_mask_filled_with_inf(scores: Tensor) -> Tensor:
+    """The keep mask handed straight to masked_fill: the past and the diagonal at -inf; the last row becomes NaN."""
+    keep = causal_mask(*scores.shape[-2:])  # (T, S), True = may attend
+    return torch.softmax(scores.masked_fill(keep, NEG_INF), dim=-1)
+
+
 def _judge_causal_weights(name: str, answer, scores: Tensor, expected: Tensor, mistakes: dict) -> Feedback:
     """``expected`` and ``mistakes`` come from the checker's own copy of ``scores``, made before the call."""
     # the GPT-2-sized walkthrough's slip makes NaN rows; compare() names it through its NaN-aware mistake matching
     return compare(name, answer, expected, mistakes={MASKED_DIAGONAL_NAN: _diagonal_masked_with_inf(scores),
+                                                     KEEP_MASK_FILLED: _keep_mask_filled_with_inf(scores),
                                                      **mistakes})
 
 

@@ -27,6 +27,12 @@ WRONG_DIM = ("softmax over the wrong dimension: your columns sum to 1, not your 
 NO_KEEPDIM = ("you subtracted the row maxima without keepdim=True: x.amax(dim=-1) has lost the last axis, so it "
               "broadcasts along the wrong one (row i's max is subtracted from column i). Use "
               "x.amax(dim=-1, keepdim=True).")
+NO_KEEPDIM_SUM = ("you divided by the row sums without keepdim=True: exps.sum(dim=-1) has lost the last axis, so "
+                  "it broadcasts along the wrong one (column i is divided by row i's sum) and the rows do not sum "
+                  "to 1. Use exps.sum(dim=-1, keepdim=True).")
+NO_KEEPDIM_BOTH = ("you left out keepdim=True twice, in the max and in the sum: both have lost the last axis, so "
+                   "they broadcast along the wrong one (row i's max and row i's sum land on column i). Use "
+                   "x.amax(dim=-1, keepdim=True) and exps.sum(dim=-1, keepdim=True).")
 NOT_NORMALISED = ("you forgot to normalise: exp(x - max) must be divided by its sum over the row, "
                   "so that the row sums to 1.")
 NO_EXP = ("you forgot the exponential: dividing the scores by their sum is not a softmax (weights could be "
@@ -68,6 +74,8 @@ def _softmax_mistakes(x: Tensor) -> dict[str, Tensor]:
     return {
         WRONG_DIM: torch.softmax(x, dim=-2),
         NO_KEEPDIM: wrong_shift / wrong_shift.sum(dim=-1, keepdim=True),
+        NO_KEEPDIM_SUM: exps / exps.sum(dim=-1),  # (T, S) / (S,): row i's sum divides column i
+        NO_KEEPDIM_BOTH: wrong_shift / wrong_shift.sum(dim=-1),
         NOT_NORMALISED: exps,
         NO_EXP: x / x.sum(dim=-1, keepdim=True),
         LOG_SOFTMAX: torch.log_softmax(x, dim=-1),
