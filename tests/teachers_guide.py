@@ -463,14 +463,13 @@ def _clock(minutes: int) -> str:
     return f"{minutes // 60}:{minutes % 60:02d}"
 
 
-def _path_table(chapter: Chapter, sections: list[Section]) -> list[str]:
-    """One path as a table: clock times from the start of the lesson, the section's number in the chapter."""
-    out = ["| clock | | section | min |", "|---|---:|---|---:|"]
+def _path_table(sections: list[Section]) -> list[str]:
+    """One path as a table, with clock times from the start of the lesson."""
+    out = ["| clock | section | min |", "|---|---|---:|"]
     clock = 0
     for section in sections:
-        number = chapter.sections.index(section) + 1
         minutes = section.minutes or 0
-        out.append(f"| {_clock(clock)}–{_clock(clock + minutes)} | {number} | {section.title} | "
+        out.append(f"| {_clock(clock)}–{_clock(clock + minutes)} | {section.title} | "
                    f"{'?' if section.minutes is None else section.minutes} |")
         clock += minutes
     return out + [""]
@@ -501,7 +500,7 @@ def _timing(chapter: Chapter) -> list[str]:
             name = "The longer path" if optional else f"The {LESSON_MINUTES}-minute path"
             if chapter.lessons > 1:
                 name += f", lesson {lesson}"
-            out += [f"**{name}** — {what}, {_sum(sections)} min:", ""] + _path_table(chapter, sections)
+            out += [f"**{name}** — {what}, {_sum(sections)} min:", ""] + _path_table(sections)
     if chapter.lessons > 1:
         out += [f"Lesson 1 ends at the `{LESSON_BREAK}` cell; the clock starts again at lesson 2.", ""]
     optional = f", optional parts {chapter.optional_minutes} min" if chapter.optional_minutes else ""

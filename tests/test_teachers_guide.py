@@ -158,11 +158,11 @@ def test_the_guide_of_a_chapter_reads_as_a_handout(tmp_path, monkeypatch):
     monkeypatch.setattr(tg, "EXERCISES", tmp_path)
     text = tg.guide_markdown([sample_chapter(tmp_path)])
     assert "| Chapter 99 · A sample | about 45 min (+ 10 min optional) | 45 min | 55 min | 1 | 1 | 1 |" in text
-    assert ("**The 45-minute path** — the core sections, 45 min:\n\n| clock | | section | min |\n"
-            "|---|---:|---|---:|\n| 0:00–0:30 | 1 | 1. First | 30 |\n| 0:30–0:45 | 2 | 2. Second | 15 |\n") in text
+    assert ("**The 45-minute path** — the core sections, 45 min:\n\n| clock | section | min |\n"
+            "|---|---|---:|\n| 0:00–0:30 | 1. First | 30 |\n| 0:30–0:45 | 2. Second | 15 |\n") in text
     assert ("**The longer path** — every section in notebook order, the optional ones included, 55 min:\n\n"
-            "| clock | | section | min |\n|---|---:|---|---:|\n| 0:00–0:30 | 1 | 1. First | 30 |\n"
-            "| 0:30–0:45 | 2 | 2. Second | 15 |\n| 0:45–0:55 | 3 | Optional · The extra part | 10 |\n") in text
+            "| clock | section | min |\n|---|---|---:|\n| 0:00–0:30 | 1. First | 30 |\n"
+            "| 0:30–0:45 | 2. Second | 15 |\n| 0:45–0:55 | Optional · The extra part | 10 |\n") in text
     assert "Core sections add up to 45 min, optional parts 10 min." in text
     assert "Pacing not yet consistent" not in text
     assert "**1. First**\n\n- Say this first.\n- Then ask that." in text
@@ -316,11 +316,11 @@ def test_two_lessons_each_within_45_min_pass_and_the_guide_gives_both_lessons(tm
     text = tg.guide_markdown([chapter.path])
     assert "| Chapter 96 · Paced | two lessons, about 80 min (+ 5 min optional) | 2 lessons: 40 + 40 min | " \
            "2 lessons: 45 + 40 min |" in text
-    assert ("**The 45-minute path, lesson 2** — the core sections, 40 min:\n\n| clock | | section | min |\n"
-            "|---|---:|---|---:|\n| 0:00–0:20 | 3 | 2. Two | 20 |\n| 0:20–0:40 | 4 | 3. Three | 20 |\n") in text
+    assert ("**The 45-minute path, lesson 2** — the core sections, 40 min:\n\n| clock | section | min |\n"
+            "|---|---|---:|\n| 0:00–0:20 | 2. Two | 20 |\n| 0:20–0:40 | 3. Three | 20 |\n") in text
     assert ("**The longer path, lesson 1** — every section in notebook order, the optional ones included, 45 min:"
-            "\n\n| clock | | section | min |\n|---|---:|---|---:|\n| 0:00–0:40 | 1 | 1. One | 40 |\n"
-            "| 0:40–0:45 | 2 | Optional · Aside | 5 |\n") in text
+            "\n\n| clock | section | min |\n|---|---|---:|\n| 0:00–0:40 | 1. One | 40 |\n"
+            "| 0:40–0:45 | Optional · Aside | 5 |\n") in text
 
 
 def test_two_lessons_with_a_lesson_over_45_min_fail(tmp_path):
