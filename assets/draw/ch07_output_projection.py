@@ -104,8 +104,9 @@ def draw(path: Path) -> None:
     ax.text(x0, y - 0.3, "= 4·D² + 4·D", fontsize=8.5, color=GREY)
     ax.text(x0, y - 0.75, "GPT-2 XL (D = 1600, H = 25):\n4·1600² + 4·1600 = 10,246,400", fontsize=8.5,
             va="top")
-    ax.text(x0, y - 1.55, "H appears nowhere: the heads\nshare out the D columns\n(12 heads × 64 = 768).",
-            fontsize=8.5, va="top", color=HEAD_COLORS[0])
+    heads_note = ("H appears nowhere: the heads share\nout the D output features of W_q,\n"
+                  "W_k, W_v: head h owns 64 rows of\neach stored weight (12 × 64 = 768).")
+    ax.text(x0, y - 1.55, heads_note, fontsize=8.5, va="top", color=HEAD_COLORS[0])
     fig.savefig(path, dpi=110, metadata={"Software": None})
 
 
