@@ -19,6 +19,11 @@ JUPYTER_CONFIG := $(VENV)/etc/jupyter/jupyter_server_config.d/mha_lib.json
 lab: $(STAMP) $(JUPYTER_CONFIG)
 	$(BIN)/jupyter lab notebooks/00_start_here.ipynb
 
+# The edit loop: the library core's tests only (tests/core/: no notebook, no kernel, no browser), under 30 s
+.PHONY: test-fast
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) tests/core
+
 # one pytest-xdist worker per core; each test file (each notebook) runs whole on one worker (tests/conftest.py)
 PYTEST_WORKERS ?= auto
 test: $(STAMP) $(WIDGETS7_STAMP) $(JUPYTER_CONFIG)
