@@ -5,12 +5,12 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-# Google Colab's ipywidgets, for tests/test_ipywidgets7.py: installed beside the environment (pip --target),
+# Google Colab's ipywidgets, for tests/display/test_ipywidgets7.py: installed beside the environment (pip --target),
 # without dependencies (the rest is the environment's; ipywidgets 7 also imports ipython_genutils)
 WIDGETS7       ?= .venv-ipywidgets7
 WIDGETS7_PINS  := ipywidgets==7.7.1 ipython_genutils==0.2.0
 WIDGETS7_STAMP := $(WIDGETS7)/.installed
-# JupyterLab saves widget cells with a static picture (mha_lib/static_widgets.py: a pre-save hook, and
+# JupyterLab saves widget cells with a static picture (mha_lib/display/static_widgets.py: a pre-save hook, and
 # ipywidgets' saveState setting), so a notebook that was run, saved and reopened shows no widget error
 JUPYTER_CONFIG := $(VENV)/etc/jupyter/jupyter_server_config.d/mha_lib.json
 
@@ -18,6 +18,11 @@ JUPYTER_CONFIG := $(VENV)/etc/jupyter/jupyter_server_config.d/mha_lib.json
 
 lab: $(STAMP) $(JUPYTER_CONFIG)
 	$(BIN)/jupyter lab notebooks/00_start_here.ipynb
+
+# The edit loop: the library core's tests only (tests/core/: no notebook, no kernel, no browser), under 30 s
+.PHONY: test-fast
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) tests/core
 
 # one pytest-xdist worker per core; each test file (each notebook) runs whole on one worker (tests/conftest.py)
 PYTEST_WORKERS ?= auto
@@ -37,7 +42,7 @@ notebooks: $(STAMP)
 benchmarks: $(STAMP)
 	$(BIN)/python tests/benchmarks/run_all.py --quiet-below 10
 
-# Retrain chapter 11's three tiny models on the CPU (about a minute, deterministic) into mha_lib/checkpoints/.
+# Retrain chapter 11's three tiny models on the CPU (about a minute, deterministic) into mha_lib/induction/checkpoints/.
 checkpoints: $(STAMP)
 	$(BIN)/python tests/train_induction.py
 
@@ -57,8 +62,8 @@ $(STAMP): requirements.txt requirements-nodeps.txt pyproject.toml
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (mha_lib)"
 	touch $(STAMP)
 
-$(JUPYTER_CONFIG): mha_lib/static_widgets.py | $(STAMP)
-	$(BIN)/python -m mha_lib.static_widgets --install-jupyter-config
+$(JUPYTER_CONFIG): mha_lib/display/static_widgets.py | $(STAMP)
+	$(BIN)/python -m mha_lib.display.static_widgets --install-jupyter-config
 
 $(WIDGETS7_STAMP): Makefile | $(STAMP)
 	rm -rf $(WIDGETS7)

@@ -1,6 +1,17 @@
 """mha_lib: multi-head attention, one concept at a time.
 
-Read the package top-down in the order the chapters teach it:
+The package is a small core — the attention the chapters teach — and a wing for each job around it. The core
+imports no wing; a wing imports the core and the wings listed below it, never one above it.
+
+    exercises/     the chapters' checkers (chapters 1-11)
+    trained/       chapter 10: a real trained encoder, its head roles, explorer and figures
+    induction/     chapter 11: a tiny model that learns induction heads on the CPU
+    display/       every chapter: printing, heatmaps, explorers, static widget pictures
+    ─────────────
+    core           functional  masks  modules  heads  conversions  sizes  validation  runtime  data
+                   ablation  results
+
+The core, top-down in the order the chapters teach it:
 
     functional.py   scores -> scaling -> softmax -> heads -> kernels (pure functions)
     masks.py        causal and padding masks, and converters between mask conventions
@@ -9,22 +20,29 @@ Read the package top-down in the order the chapters teach it:
     conversions.py  move weights between those layers (and into nn.MultiheadAttention)
     sizes.py        parameter counts: one attention layer, a whole GPT (chapter 7)
     data.py         the small inputs the notebooks use;  runtime.py  device and reproducibility
-    printing.py     ``show``: device-independent printing;  plotting.py  per-head heatmaps (lazy matplotlib)
-    fonts.py        CJK glyphs for token labels;  widgets.py  the explorers (lazy ipywidgets; _fast_render.py)
-    exercises/      the chapters' exercise checkers, one module per chapter
+    validation.py   argument checks with messages a student can act on
+    ablation.py     knocking heads out: the one tool chapters 10 and 11 share
+    results.py      chapter 9's saved measurements of the core's kernels (benchmark_results/, in the wheel)
 
-Chapter 10, a trained model (imported on use, so ``import mha_lib`` never loads transformers):
+display/ — everything that draws or prints (matplotlib and ipywidgets loaded on first use):
+
+    printing.py     ``show``: device-independent printing;  plotting.py  per-head heatmaps, the colour rules
+    render.py       the explorers' PNG engine;  widgets.py  the explorers;  fonts.py  CJK glyphs for token labels
+    static_widgets.py  widget cells saved with a static picture (a Jupyter pre-save hook)
+
+trained/ — chapter 10, a trained model (imported on use, so ``import mha_lib`` never loads transformers):
 
     pretrained.py   all-MiniLM-L6-v2 offline; BERT attention -> MultiHeadAttention; the encoder on it; ablation
     head_roles.py   per-head scores (previous/next/own token, [CLS], [SEP], entropy, coreference)
-    corpus.py       the chapter's sentences;  trained_explorer.py / trained_plots.py  its explorer and figures
-    ablation.py     knocking heads out (chapters 10 and 11)
+    corpus.py       the chapter's sentences;  explorer.py / plots.py  its explorer and figures
 
-Chapter 11, heads that learn on the CPU:
+induction/ — chapter 11, heads that learn on the CPU:
 
-    induction.py    a tiny attention-only causal transformer, its repeated-segment task, training, scores and
+    model.py        a tiny attention-only causal transformer, its repeated-segment task, training, scores and
                     the three shipped runs (checkpoints/, written by tests/train_induction.py)
-    induction_plots.py / induction_trainer.py  its figures, and the live trainer widget
+    plots.py / trainer.py  its figures, and the live trainer widget
+
+exercises/ — the chapters' exercise checkers, one module per chapter.
 """
 
 from .conversions import fused_from_split, split_from_wrapper, torch_mha_from
@@ -70,7 +88,6 @@ from .modules import (
     MultiHeadAttentionWrapper,
     SelfAttention,
 )
-from .printing import show
 from .runtime import get_device, make_reproducible
 from .sizes import GPT_CONFIGS, GPTConfig, attention_parameter_count, gpt_parameter_count
 from .validation import divisors
@@ -78,13 +95,22 @@ from .validation import divisors
 __version__ = "0.1.0"
 
 
-def __getattr__(name):
-    # matplotlib is heavy: load the plotting module on first use only
-    if name == "plot_heads":
-        from .plotting import plot_heads
+# The display wing's two names that every chapter uses, loaded on first use: the core imports no wing, and
+# ``import mha_lib`` stays light (matplotlib is heavy)
+_FROM_DISPLAY = {"plot_heads": "plotting", "show": "printing"}
 
-        return plot_heads
+
+def __getattr__(name):
+    if name in _FROM_DISPLAY:
+        from importlib import import_module
+
+        value = globals()[name] = getattr(import_module(f".display.{_FROM_DISPLAY[name]}", __name__), name)
+        return value
     raise AttributeError(f"module 'mha_lib' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted({*globals(), *_FROM_DISPLAY})
 
 
 __all__ = [

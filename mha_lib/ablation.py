@@ -1,5 +1,6 @@
-"""Knocking heads out: a head's output is multiplied by 0 (or any factor) before the output projection.
+"""Knocking heads out, in the core because two wings share it (trained/ for chapter 10, induction/ for 11).
 
+A head's output is multiplied by 0 (or any factor) before the output projection.
 Chapter 10 removes heads of a trained encoder (Michel et al. 2019); chapter 11 removes the previous-token head
 of a tiny model and watches its induction heads stop working. Both use the same two helpers:
 

@@ -301,8 +301,9 @@ def sdpa_attention(
 ) -> tuple[Tensor, None]:
     """The same function through PyTorch's fused kernel. Returns ``(context, None)``.
 
-    Fused (flash-style) kernels never hold the whole ``(T, S)`` weight matrix in memory, which is why they are
-    fast and why they cannot hand the weights back.
+    SDPA never returns the weights. Its fused back-ends (flash, memory-efficient) never hold the whole ``(T, S)``
+    weight matrix in memory, which is why they are fast and why they cannot hand the weights back; its math
+    fallback does build the matrix inside the call (chapter 9).
     """
     _check_qkv(q, k, v, mask)
     dropout_p = check_probability("dropout_p", dropout_p)

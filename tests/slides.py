@@ -18,7 +18,7 @@ Colab badge and set-up cell; hint and solution blocks       ``skip``
 is only ``<details>`` blocks); exercise checker cells
 a widget cell whose ``##`` section has a static figure      ``skip`` (widgets do not export: the figure
 drawn by another cell                                       stands in; otherwise ``-``, showing the widget's
-                                                            static copy from ``mha_lib.static_widgets``)
+                                                            static copy from ``mha_lib.display.static_widgets``)
 predict / discussion / exercise cell                        ``subslide`` (a screen of its own), or ``-``
                                                             when it is the first thing under a heading
 the code cell right after a predict cell (its answer)       ``fragment`` (appears on the next click)
@@ -58,7 +58,7 @@ SKIP_TAGS = {"colab-badge", "colab-setup", "hint", "solution"}
 SCREEN_TAGS = ("predict", "discussion", "exercise")  # each gets a screen of its own
 SCREEN_PREFIXES = {"predict": "**Predict before you run.**", "discussion": "**Discuss.**", "exercise": "**Exercise"}
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
-STATIC_WIDGET_MARK = "mha_lib_static_widget"  # = mha_lib.static_widgets.MARK (slides.py imports nothing from mha_lib)
+STATIC_WIDGET_MARK = "mha_lib_static_widget"  # = mha_lib.display.static_widgets.MARK (imports nothing from mha_lib)
 IMAGE_MIMES = ("image/png", "image/jpeg", "image/svg+xml")
 LONG_FIGURE_CODE = 12  # a figure cell with more code lines than this shows only its figure in the deck
 HEADING = re.compile(r"^(#{1,6})\s+\S")
@@ -174,8 +174,8 @@ def has_figure(cell) -> bool:
 
 
 def is_widget(cell) -> bool:
-    """A widget cell: a live widget output, or the static copy that ``mha_lib.static_widgets`` stores in its place
-    (outputs marked ``STATIC_WIDGET_MARK`` in their metadata)."""
+    """A widget cell: a live widget output, or the static copy that ``mha_lib.display.static_widgets`` stores in its
+    place (outputs marked ``STATIC_WIDGET_MARK`` in their metadata)."""
     if cell.get("cell_type") != "code":
         return False
     return any(WIDGET_MIME in output.get("data", {}) or STATIC_WIDGET_MARK in output.get("metadata", {})

@@ -18,7 +18,7 @@
   ``failed``), so the guide never imports, runs or depends on the checkers' internals.
 
 A chapter that lacks a marker still gets its part of the guide; ``problems(chapter)`` names what is missing, and
-``tests/test_teachers_guide.py`` requires none. ``pacing_problems(chapter)`` checks the pacing convention (issue 19
+``tests/notebooks/test_teachers_guide.py`` requires none. ``pacing_problems(chapter)`` checks the pacing convention (issue 19
 §4): the stated core and optional minutes are the sums of the sections' times, a lesson's core path is at most
 45 min, and a two-lesson chapter marks where lesson 1 ends. For each chapter the guide gives both paths with clock
 times: the 45-minute path (core sections; per lesson in a two-lesson chapter) and the longer one (every section in

@@ -1,15 +1,15 @@
-"""Train chapter 11's three runs on the CPU and save them in mha_lib/checkpoints/ (``make checkpoints``).
+"""Train chapter 11's three runs on the CPU and save them in mha_lib/induction/checkpoints/ (``make checkpoints``).
 
 Deterministic: one thread, fixed seeds, data drawn from a CPU generator, so the same machine writes the same
 files. The notebook reads these files (strict nbval compares its stored outputs against them), and a teacher
-can retrain live in class with the same function (``mha_lib.induction.train_run``).
+can retrain live in class with the same function (``mha_lib.induction.model.train_run``).
 """
 
 from __future__ import annotations
 
 import time
 
-from mha_lib.induction import CHECKPOINTS, RUN_SETTINGS, SNAPSHOT_STEPS, TRAIN_STEPS, save_run, train_run
+from mha_lib.induction.model import CHECKPOINTS, RUN_SETTINGS, SNAPSHOT_STEPS, TRAIN_STEPS, save_run, train_run
 
 
 def main() -> None:

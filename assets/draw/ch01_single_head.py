@@ -22,14 +22,14 @@ from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
 import mha_lib
-from mha_lib.plotting import COLORMAPS
+from mha_lib.display.plotting import COLORMAPS
 
 ASSETS = Path(__file__).resolve().parents[1]
 DPI = 100
 TOKENS = mha_lib.JOURNEY_TOKENS
 READ_ROW = 1  # "journey"
 # colour = which matrix (a light tint, so the digits stay readable); the scores and the weights use the maps the
-# whole series uses for them (mha_lib.plotting.COLORMAPS): diverging centred on 0, and sequential from 0
+# whole series uses for them (mha_lib.display.plotting.COLORMAPS): diverging centred on 0, and sequential from 0
 COLOURS = {"X": "Greys", "Q": "Blues", "K": "Oranges", "V": "Greens", "S": COLORMAPS["scores"],
            "A": COLORMAPS["weights"], "Z": "BuGn"}
 

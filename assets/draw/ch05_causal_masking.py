@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
 import mha_lib
-from mha_lib.plotting import MASKED_RGB
+from mha_lib.display.plotting import MASKED_RGB
 
 ASSETS = Path(__file__).resolve().parents[1]
 DPI = 110

@@ -7,7 +7,7 @@ writes
                                masked, weights [4, 12, 16, 16] -> context [4, 12, 16, 64] -> merged [4, 16, 768]
                                -> W_o -> output [4, 16, 768], every box with its shape; under the four score
                                stages, head 0 of sentence 0 as a small picture (the chapter's own layer),
-                               coloured by the series' rules (mha_lib.plotting); 1200 × 895 px, landscape
+                               coloured by the series' rules (mha_lib.display.plotting); 1200 × 895 px, landscape
 
 Colour = kind of tensor: blue (B, T, D) one row per token, orange (B, H, T, Dh) one row per token and head,
 purple (B, H, T, T) one number per query-key pair and head.
@@ -24,8 +24,8 @@ from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
 import mha_lib
 from mha_lib.data import WALKTHROUGH_TOKENS
-from mha_lib.fonts import use_cjk_fallback
-from mha_lib.plotting import MASKED_RGB, colour_scale
+from mha_lib.display.fonts import use_cjk_fallback
+from mha_lib.display.plotting import MASKED_RGB, colour_scale
 
 ASSETS = Path(__file__).resolve().parents[1]
 DPI = 100
@@ -78,7 +78,7 @@ def _arrow(ax, start, end, label: str = "", *, ha: str = "left", dx: float = 0.2
 
 def _thumbnail(ax, x0: float, y0: float, size: float, values: torch.Tensor, quantity: str,
                blocked: torch.Tensor) -> None:
-    """A T×T matrix as a small picture, coloured by the series' rules (``mha_lib.plotting.colour_scale``):
+    """A T×T matrix as a small picture, coloured by the series' rules (``mha_lib.display.plotting.colour_scale``):
     scores in the diverging map centred on 0, weights in the sequential map from 0 (the first row, one key and
     weight 1, left out of the range: drawn in the top colour), masked entries (``blocked``) light grey."""
     scale = colour_scale(values[None], quantity)  # (T, T) -> (1, T, T): one head

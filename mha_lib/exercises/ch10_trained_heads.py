@@ -14,7 +14,7 @@ from typing import Callable
 
 import torch
 
-from ..head_roles import role_scores, word_queries
+from ..trained.head_roles import role_scores, word_queries
 from ..modules import MultiHeadAttention
 from . import Feedback, attempt, compare, failed, passed
 
@@ -109,7 +109,7 @@ VALUE_NOT_COPIED = ("the attention weights are right but the output is not, and 
 
 
 def _reference_layer(block):
-    from ..pretrained import attention_from_bert
+    from ..trained.pretrained import attention_from_bert
 
     return attention_from_bert(block)
 
@@ -140,7 +140,7 @@ def check_copy_bert_attention(student_fn: Callable, block=None) -> Feedback:
     """
     name = "copy_bert_attention"
     if block is None:
-        from ..pretrained import load_minilm
+        from ..trained.pretrained import load_minilm
 
         block = load_minilm()[0].encoder.layer[2].attention
     reference = _reference_layer(block)

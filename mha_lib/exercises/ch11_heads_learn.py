@@ -19,8 +19,8 @@ from typing import Callable
 
 import torch
 
-from ..induction import (AttentionOnlyTransformer, evaluate, held_out_batch, induction_scores, knockout_mask,
-                         load_run, new_model)
+from ..induction.model import (AttentionOnlyTransformer, evaluate, held_out_batch, induction_scores, knockout_mask,
+                               load_run, new_model)
 from . import Feedback, attempt, compare, failed, passed
 
 Tensor = torch.Tensor
@@ -104,7 +104,7 @@ def check_induction_score(student_fn: Callable[[Tensor, Tensor, int], Tensor]) -
     ``weights`` ``(H, T, T)``: one sequence, all heads of one layer; ``tokens`` ``(T,)`` int64; ``period`` an int.
     For each query ``t`` with ``period <= t <= T-2``, the total weight on the keys ``s <= t`` with
     ``x[s-1] == x[t]``, averaged over those queries. Checked on three sequences (one whose segment holds a token
-    three times), against ``mha_lib.induction.induction_scores``.
+    three times), against ``mha_lib.induction.model.induction_scores``.
     """
     name = "induction_score"
     generator = torch.Generator().manual_seed(11)
@@ -130,7 +130,7 @@ def check_induction_score(student_fn: Callable[[Tensor, Tensor, int], Tensor]) -
 
 
 def _letters(tokens: Tensor) -> str:
-    from ..induction import token_labels
+    from ..induction.model import token_labels
 
     return " ".join(token_labels(tokens))
 

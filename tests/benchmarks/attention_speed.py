@@ -70,8 +70,9 @@ class ReferenceSDPA(nn.Module):
 
 
 def textbook_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Causal attention written the usual way (the slow path of seeds 000 and 003, and mha_lib's own kernel
-    before chapter 9): every step makes a new (B, H, T, T) tensor, four in all."""
+    """Causal attention as the nanoGPT-style walkthrough and nanoGPT's slow path write it: every step (scores,
+    scale, mask, softmax) makes a new (B, H, T, T) tensor, four in all. (Raschka's book masks in place and scales
+    inside the softmax call: three.)"""
     T = q.shape[-2]
     scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])  # (B, H, T, T), twice: product, then quotient
     scores = scores.masked_fill(~mha_lib.causal_mask(T, device=q.device), float("-inf"))  # a third

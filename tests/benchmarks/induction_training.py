@@ -4,7 +4,7 @@
     python tests/benchmarks/induction_training.py --quick              # 150 steps, a smoke test
     python tests/benchmarks/induction_training.py --out mha_lib/benchmark_results   # ... and save the JSON
 
-A benchmark, not a test: it prints numbers and judges nothing. Each run is ``mha_lib.induction.train`` exactly as
+A benchmark, not a test: it prints numbers and judges nothing. Each run is ``mha_lib.induction.model.train`` exactly as
 the chapter calls it (seed 0, batch 64, a held-out evaluation of 256 sequences every 50 steps, which the
 timings include), on a fresh ``new_model("two_layer")``. ``train`` runs on one thread (``runtime.one_thread``);
 for the 2-thread run this script swaps that for a 2-thread context, nothing else changes. The callback after each
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-import mha_lib.induction as induction
+import mha_lib.induction.model as induction
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from attention_speed import cpu_pressure, result_header, save_result, wait_for_quiet  # noqa: E402  (shared)

@@ -4,7 +4,7 @@
     .venv/bin/python tests/benchmarks/trained_head_redraw.py --here    # in this process
 
 A benchmark, not a test: it prints numbers and judges nothing. Both explorers draw 12 heads × 16 tokens with
-the same engine (``_fast_render``). The real-head explorer (``mha_lib.trained_explorer``) shows one layer of
+the same engine (``display.render``). The real-head explorer (``mha_lib.trained.explorer``) shows one layer of
 all-MiniLM-L6-v2 for the chapter's example sentence (16 word pieces with [CLS] and [SEP]); the script moves the
 layer through 0 … 5 and back, and the head through 0 … 11, each change timed from setting the control until the
 explorer has finished its redraw (picture and text). A first tour comes apart ("first views": the frame of a new
@@ -39,8 +39,8 @@ def _tour():
 
 def time_trained_explorer():
     """Milliseconds per redraw: first tour, timed tours by control, and new (uncached) sentences."""
-    from mha_lib.corpus import EXAMPLE_SENTENCE
-    from mha_lib.trained_explorer import TrainedHeads, trained_head_explorer
+    from mha_lib.trained.corpus import EXAMPLE_SENTENCE
+    from mha_lib.trained.explorer import TrainedHeads, trained_head_explorer
 
     heads = TrainedHeads()
     explorer = trained_head_explorer(heads, [EXAMPLE_SENTENCE], layer=0, head=0)

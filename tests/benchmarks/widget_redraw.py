@@ -44,7 +44,7 @@ def _tour(explorer):
 
 def time_explorer():
     """Milliseconds per redraw: first tour, timed tours, timed tours by control, CPU of the timed tours."""
-    from mha_lib.widgets import attention_explorer
+    from mha_lib.display.widgets import attention_explorer
 
     explorer = attention_explorer([SENTENCE], d_model=D_MODEL, num_heads=HEADS)
     finished = []
@@ -75,7 +75,7 @@ def time_naive_matplotlib() -> tuple[list[float], list[float]]:
     import torch
 
     from mha_lib import plot_heads
-    from mha_lib.widgets import attention_stages
+    from mha_lib.display.widgets import attention_stages
 
     frames = [attention_stages(SENTENCE, d_model=D_MODEL, num_heads=HEADS, temperature=t) for t in (0.5, 1.0, 2.0)]
     tokens = frames[0].tokens

@@ -1,0 +1,197 @@
+"""The chapter-9 benchmarks: they run (on tiny shapes, in seconds), print what they promise, save what the
+notebook reads; and the explicit kernel's speed-ups (scale q, mask and softmax in place) change no result.
+
+The timings themselves are not tested (a shared machine makes them noise); `tests/benchmarks/run_all.py` measures.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import mha_lib
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "tests" / "benchmarks"
+RESULTS = ROOT / "mha_lib" / "benchmark_results"
+VARIANTS = ["wrapper", "textbook", "explicit", "fused", "sdpa", "torch_mha", "reference"]
+
+
+def _run(script: str, *args: str) -> str:
+    done = subprocess.run([sys.executable, str(BENCH / script), *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _check_speed_json(result: dict) -> None:
+    assert result["benchmark"] == "attention_speed" and result["schema"] == 1
+    assert {"device", "device_name", "torch", "date", "shape", "repeats", "variants", "ratios",
+            "forward_ops_ms", "max_disagreement"} <= set(result)
+    assert set(result["shape"]) == {"B", "T", "D", "H", "causal", "dtype"}
+    assert [v["name"] for v in result["variants"]] == VARIANTS
+    for v in result["variants"]:
+        assert {"label", "returns_weights", "fwd_ms", "fwd_vs_reference", "fwd_samples_ms"} <= set(v)
+        assert v["fwd_ms"] > 0 and len(v["fwd_samples_ms"]) == result["repeats"]
+    by_name = {v["name"]: v for v in result["variants"]}
+    assert by_name["reference"]["fwd_vs_reference"] == 1.0
+    assert result["ratios"] == {"sdpa_vs_reference": by_name["sdpa"]["fwd_vs_reference"],
+                                "explicit_vs_reference": by_name["explicit"]["fwd_vs_reference"]}
+    assert result["max_disagreement"] < 1e-4  # the seven layers compute the same function
+    assert set(result["forward_ops_ms"]) == {"textbook", "explicit"}
+
+
+def _check_memory_json(result: dict) -> None:
+    assert result["benchmark"] == "attention_memory" and result["schema"] == 1
+    assert {"device", "device_name", "torch", "shape", "seq_lens", "modes", "method", "points"} <= set(result)
+    keys = {(p["mode"], p["kernel"], p["T"]) for p in result["points"]}
+    assert keys == {(m, k, t) for m in result["modes"] for k in ("explicit", "sdpa") for t in result["seq_lens"]}
+    for p in result["points"]:
+        s = result["shape"]
+        assert p["weights_bytes"] == s["B"] * s["H"] * p["T"] ** 2 * 4 and p["peak_bytes"] >= 0
+
+
+def test_speed_benchmark_prints_a_table_and_two_ratios_last(tmp_path):
+    out = _run("attention_speed.py", "-B", "1", "-T", "16", "-D", "16", "-H", "2", "--repeats", "2",
+               "--warmup", "0", "--no-backward", "--device", "cpu", "--out", str(tmp_path))
+    lines = out.rstrip("\n").splitlines()
+    assert any(line.startswith("layer") and "forward ms" in line for line in lines)
+    assert any(line.startswith('MultiHeadAttention(kernel="explicit")') for line in lines)
+    assert re.fullmatch(r"sdpa_vs_reference=\d+\.\d+", lines[-2])
+    assert re.fullmatch(r"explicit_vs_reference=\d+\.\d+", lines[-1])
+    saved = json.loads((tmp_path / "speed_cpu.json").read_text())
+    assert float(lines[-2].split("=")[1]) == pytest.approx(saved["ratios"]["sdpa_vs_reference"], abs=1e-3)
+    _check_speed_json(saved)
+
+
+def test_memory_benchmark_saves_one_point_per_kernel_mode_and_length_and_sees_the_weights(tmp_path):
+    # One run serves both checks (each point is measured in a fresh process, as the benchmark does: a test
+    # worker's heap may already hold freed memory to reuse). T = 768 is big enough for the explicit kernel's
+    # weights (27 MiB) to stand far above the noise of the resident size.
+    sys.path.insert(0, str(BENCH))
+    from attention_memory import weights_bytes
+
+    assert weights_bytes(8, 12, 1024) == 384 * 2**20
+    T = 768
+    out = _run("attention_memory.py", "-B", "1", "-T", str(T), "-D", "48", "-H", "12", "--modes", "inference",
+               "--device", "cpu", "--out", str(tmp_path))
+    assert "B·H·T²·4" in out
+    result = json.loads((tmp_path / "memory_cpu.json").read_text())
+    _check_memory_json(result)
+    peak = {p["kernel"]: p["peak_bytes"] for p in result["points"]}
+    assert peak["explicit"] > 0.8 * weights_bytes(1, 12, T) > peak["sdpa"]
+
+
+def test_import_time_script_reports_the_extra_cost(tmp_path):
+    out = _run("import_time.py", "--repeats", "1", "--out", str(tmp_path))
+    assert re.fullmatch(r"mha_lib_extra_s=\d+\.\d+", out.rstrip("\n").splitlines()[-1])
+    saved = json.loads((tmp_path / "import_time.json").read_text())
+    assert {"import_torch_s", "import_mha_lib_after_torch_s", "budget_s"} <= set(saved)
+
+
+def test_induction_training_benchmark_prints_both_thread_counts_and_saves_them(tmp_path):
+    out = _run("induction_training.py", "--steps", "20", "--out", str(tmp_path))
+    lines = out.rstrip("\n").splitlines()
+    assert re.fullmatch(r"steps_per_s_1_thread=\d+\.\d+", lines[-1])
+    assert any(line.startswith("seconds_2_vs_1_threads = ") for line in lines)
+    saved = json.loads((tmp_path / "induction_training_cpu.json").read_text())
+    assert saved["benchmark"] == "induction_training" and [r["threads"] for r in saved["runs"]] == [1, 2]
+    for run in saved["runs"]:
+        assert run["steps"] == 20 and run["steps_per_s"] > 0 and run["final_eval_loss"] > 0
+        assert len(run["final_induction_layer1"]) == 4 and set(run) >= {"induction_0.5", "previous_token_0.9"}
+    assert float(lines[-1].split("=")[1]) == saved["runs"][0]["steps_per_s"]
+    assert saved["max_weight_difference_between_runs"] < 1e-3  # the same run, whatever the threads
+
+
+def test_the_saved_results_the_notebook_reads_are_complete():
+    speed = sorted(RESULTS.glob("speed_*.json"))
+    memory = sorted(RESULTS.glob("memory_*.json"))
+    assert RESULTS / "speed_cpu.json" in speed and RESULTS / "memory_cpu.json" in memory
+    for path in speed:
+        result = json.loads(path.read_text())
+        _check_speed_json(result)
+        assert path.stem == f"speed_{result['device']}"
+        assert result["shape"] == {"B": 8, "T": 1024, "D": 768, "H": 12, "causal": True, "dtype": "float32"}
+    for path in memory:
+        result = json.loads(path.read_text())
+        _check_memory_json(result)
+        assert path.stem == f"memory_{result['device']}"
+        assert result["seq_lens"] == [256, 512, 1024, 2048, 4096] and result["modes"] == ["inference", "training"]
+    imports = json.loads((RESULTS / "import_time.json").read_text())
+    assert imports["import_mha_lib_after_torch_s"] <= imports["budget_s"]
+
+
+# --- the explicit kernel's speed-ups change no result -----------------------------------------------------------
+
+
+def _textbook(q, k, v, keep):
+    """The kernel as usually written, out of place at every step (the reference for the in-place one)."""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    weights = torch.softmax(scores.masked_fill(~keep, float("-inf")), dim=-1)
+    weights = weights.nan_to_num(0.0)  # a query with nothing to attend to: 0, as mha_lib documents
+    return weights @ v, weights
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["no-autograd", "autograd"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_explicit_kernel_equals_the_textbook_kernel(grad, dtype):
+    gen = torch.Generator().manual_seed(3)
+    B, H, T, S, Dh = 2, 3, 5, 7, 6
+    q, k, v = (torch.randn(B, H, n, Dh, generator=gen, dtype=dtype) for n in (T, S, S))
+    keep = torch.rand(B, 1, T, S, generator=gen) > 0.3
+    keep[0, 0, 1] = False  # one query that may attend to nothing
+    inputs = [t.clone().requires_grad_(grad) for t in (q, k, v)]
+    with torch.set_grad_enabled(grad):
+        context, weights = mha_lib.explicit_attention(*inputs, mask=keep)
+    expected_context, expected_weights = _textbook(q, k, v, keep)
+    tol = {"rtol": 1e-5, "atol": 1e-6} if dtype == torch.float32 else {"rtol": 1e-12, "atol": 1e-12}
+    torch.testing.assert_close(weights.detach(), expected_weights, **tol)
+    torch.testing.assert_close(context.detach(), expected_context, **tol)
+    for given, original in zip(inputs, (q, k, v)):
+        torch.testing.assert_close(given.detach(), original, rtol=0, atol=0)  # inputs untouched
+    if grad:
+        grad_out = torch.randn(context.shape, generator=gen, dtype=dtype)
+        (context * grad_out).sum().backward()
+        reference = [t.clone().requires_grad_(True) for t in (q, k, v)]
+        (_textbook(*reference, keep)[0] * grad_out).sum().backward()
+        for mine, theirs in zip(inputs, reference):
+            torch.testing.assert_close(mine.grad, theirs.grad, **tol)
+
+
+def test_explicit_kernel_writes_the_weights_in_place_without_autograd_only():
+    from mha_lib.exercises.ch09_efficiency import count_new_tensors
+
+    q, k, v = (torch.randn(2, 3, 9, 4) for _ in range(3))
+    with torch.no_grad():
+        lean = count_new_tensors(mha_lib.explicit_attention, q, k, v, is_causal=True, rows=9)
+    assert [op for op, _ in lean.big] == ["matmul"]  # Q Kᵀ; the mask and the softmax write into it
+    with_grad = count_new_tensors(mha_lib.explicit_attention, q.requires_grad_(), k, v, is_causal=True, rows=9)
+    assert [op for op, _ in with_grad.big] == ["matmul", "softmax"]  # autograd keeps the softmax output
+
+
+def test_masked_softmax_leaves_its_input_alone():
+    scores = torch.randn(2, 4, 4)
+    before = scores.clone()
+    keep = mha_lib.causal_mask(4)
+    for temperature in (1.0, 2.0):
+        with torch.no_grad():
+            weights = mha_lib.masked_softmax(scores, keep, temperature=temperature)
+        torch.testing.assert_close(scores, before, rtol=0, atol=0)
+        expected = torch.softmax((before / temperature).masked_fill(~keep, float("-inf")), dim=-1)
+        torch.testing.assert_close(weights, expected)
+
+
+def test_benchmark_layers_compute_the_same_function():
+    sys.path.insert(0, str(BENCH))
+    from attention_speed import build_variants, max_disagreement
+
+    variants = build_variants(2, 12, 24, 4, torch.device("cpu"))
+    assert [v.name for v in variants] == VARIANTS
+    assert max_disagreement(variants, torch.randn(2, 12, 24)) < 1e-5

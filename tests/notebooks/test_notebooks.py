@@ -1,0 +1,126 @@
+"""The notebooks' stored outputs are a regression record: these tests make sure the record is really there.
+
+`pytest --nbval` (run on notebooks/ by the same `pytest` command) re-executes every notebook and compares each
+cell's output with the stored one. A notebook whose outputs were stripped would pass that check without
+checking anything, so the tests below fail on missing outputs, null execution counts and the other ways a
+notebook can make nbval lie (see the project GUIDE, section 4).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from refresh_notebooks import BADGE_TAG, SETUP_TAG, badge_markdown, colab_packages, repository_url, setup_code
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOK_PATHS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+WIDGET_PATTERN = re.compile(r"\binteract(ive)?\s*\(|\bwidgets\.|\bmha_lib\.widgets\b|\bdisplay\(\s*\w*[Ww]idget")
+
+
+def _load(path: Path):
+    return nbformat.read(path, as_version=4)
+
+
+def _code_cells(nb):
+    return [cell for cell in nb.cells if cell.cell_type == "code" and cell.source.strip()]
+
+
+def _tags(cell) -> list[str]:
+    return cell.get("metadata", {}).get("tags", [])
+
+
+def test_the_series_has_notebooks():
+    assert [p.name for p in NOTEBOOK_PATHS][:1] == ["00_start_here.ipynb"]
+
+
+@pytest.fixture(params=NOTEBOOK_PATHS, ids=[p.name for p in NOTEBOOK_PATHS])
+def notebook(request):
+    return request.param, _load(request.param)
+
+
+def test_every_code_cell_was_executed_in_order(notebook):
+    path, nb = notebook
+    counts = [cell.execution_count for cell in _code_cells(nb)]
+    assert None not in counts, f"{path.name}: null execution counts; run `make notebooks`"
+    assert counts == list(range(1, len(counts) + 1)), f"{path.name}: not run top to bottom in one kernel: {counts}"
+
+
+def test_outputs_are_stored(notebook):
+    path, nb = notebook
+    checked = [c for c in _code_cells(nb) if "nbval-ignore-output" not in _tags(c) and "nbval-skip" not in _tags(c)]
+    with_output = [c for c in checked if c.outputs]
+    assert with_output, f"{path.name}: no stored outputs for nbval to compare; run `make notebooks`"
+
+
+def test_no_errors_or_stderr_are_stored(notebook):
+    path, nb = notebook
+    for cell in _code_cells(nb):
+        for output in cell.outputs:
+            allowed = "raises-exception" in _tags(cell)
+            assert output.output_type != "error" or allowed, f"{path.name}: a stored error in\n{cell.source}"
+            assert output.get("name") != "stderr", f"{path.name}: stderr stored (warnings?) in\n{cell.source}"
+
+
+def test_kernelspec_is_the_plain_python3_kernel(notebook):
+    path, nb = notebook
+    assert nb.metadata.get("kernelspec", {}).get("name") == "python3", path.name
+
+
+def test_no_cell_ends_with_a_semicolon(notebook):
+    # a trailing ';' hides output in Jupyter but not from nbval's point of view: keep outputs honest
+    path, nb = notebook
+    for cell in _code_cells(nb):
+        assert not cell.source.rstrip().endswith(";"), f"{path.name}: cell ends with ';':\n{cell.source}"
+
+
+def test_widget_cells_are_ignored_by_nbval(notebook):
+    # widget outputs hold model ids that change every run; the static figure next to them is what is checked
+    path, nb = notebook
+    for cell in _code_cells(nb):
+        if WIDGET_PATTERN.search(cell.source):
+            assert "nbval-ignore-output" in _tags(cell), f"{path.name}: widget cell not tagged:\n{cell.source}"
+
+
+def test_nbval_markers_are_tags_not_comments(notebook):
+    # a comment marker only works as a whole line; tags are visible in the UI and cannot be mistyped
+    path, nb = notebook
+    for cell in _code_cells(nb):
+        assert "NBVAL_" not in cell.source, f"{path.name}: use cell tags, not NBVAL_ comments"
+
+
+def test_badge_and_setup_cell_come_from_pyproject(notebook):
+    path, nb = notebook
+    badge = [c for c in nb.cells if BADGE_TAG in _tags(c)]
+    setup = [c for c in nb.cells if SETUP_TAG in _tags(c)]
+    assert len(badge) == 1 and badge[0].source == badge_markdown(path.name), f"{path.name}: run `make notebooks`"
+    assert len(setup) == 1 and setup[0].source == setup_code(packages=colab_packages(nb)), \
+        f"{path.name}: run `make notebooks`"
+    assert nb.cells.index(setup[0]) == min(nb.cells.index(c) for c in _code_cells(nb)), "setup must come first"
+
+
+def test_badge_points_at_the_repository():
+    url = repository_url()
+    assert url.startswith("https://github.com/")
+    owner_and_name = url[len("https://github.com/"):]
+    assert badge_markdown("x.ipynb", url).endswith(f"/github/{owner_and_name}/blob/main/notebooks/x.ipynb)")
+    assert f"git+{url}" in setup_code(url)
+
+
+def test_nbval_runs_strict():
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    addopts = re.search(r"^addopts\s*=\s*\"([^\"]*)\"", text, re.MULTILINE).group(1)
+    assert "--nbval " in addopts + " " and "--nbval-lax" not in addopts
+    assert "--nbval-sanitize-with tests/nbval_sanitize.cfg" in addopts
+
+
+def test_sanitize_file_has_explicit_replacements():
+    # nbval silently drops a `replace:` line with nothing after the colon
+    lines = (ROOT / "tests" / "nbval_sanitize.cfg").read_text(encoding="utf-8").splitlines()
+    regexes = [line for line in lines if line.startswith("regex:")]
+    replaces = [line for line in lines if line.startswith("replace:")]
+    assert regexes and len(regexes) == len(replaces)
+    assert all(line[len("replace:"):].strip() for line in replaces)
