@@ -14,13 +14,12 @@ WIDGETS7_STAMP := $(WIDGETS7)/.installed
 # ipywidgets' saveState setting), so a notebook that was run, saved and reopened shows no widget error
 JUPYTER_CONFIG := $(VENV)/etc/jupyter/jupyter_server_config.d/mha_lib.json
 
-.PHONY: lab test notebooks benchmarks checkpoints slides test-newest install clean
+.PHONY: lab test test-fast test-newest notebooks benchmarks checkpoints slides install clean
 
 lab: $(STAMP) $(JUPYTER_CONFIG)
 	$(BIN)/jupyter lab notebooks/00_start_here.ipynb
 
 # The edit loop: the library core's tests only (tests/core/: no notebook, no kernel, no browser), under 30 s
-.PHONY: test-fast
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) tests/core
 
