@@ -176,8 +176,9 @@ class _MultiHeadBase(nn.Module):
         check_flag("return_weights", return_weights)
         if return_weights and self.kernel == "sdpa":
             raise ValueError(
-                "return_weights=True needs kernel='explicit': kernel='sdpa' calls F.scaled_dot_product_attention, which "
-                "never returns the attention weights (its fused back-ends never build them)"
+                "return_weights=True needs kernel='explicit': kernel='sdpa' calls "
+                "F.scaled_dot_product_attention, which never returns the attention weights (its fused back-ends "
+                "never build them)"
             )
 
     def _padding_mask(self, key_padding_mask, valid_lens, B: int, T: int, S: int, device) -> Tensor | None:
