@@ -124,3 +124,36 @@ def test_sanitize_file_has_explicit_replacements():
     replaces = [line for line in lines if line.startswith("replace:")]
     assert regexes and len(regexes) == len(replaces)
     assert all(line[len("replace:"):].strip() for line in replaces)
+
+
+# A path into the repository written in a notebook, the README or the teacher's guide (``tests/core/x.py``,
+# ``mha_lib/induction/checkpoints/``): a reader follows it, so it must exist (a move of files breaks no pointer).
+# A pattern (``speed_<device>.json``, ``browser_*``, ``chNN_``) names no one file: only its folder is checked.
+REPO_PATH = re.compile(r"(?<![\w/.])((?:mha_lib|tests|assets|notebooks)/[\w./-]*[\w/])(?![<*{\w])")
+
+
+def _named_paths(text: str) -> set[str]:
+    paths = {match.rstrip("/.") for match in REPO_PATH.findall(text)}
+    return {path.rsplit("/", 1)[0] if "NN" in path.rsplit("/", 1)[-1] else path for path in paths}
+
+
+@pytest.mark.parametrize(
+    "document", [*NOTEBOOK_PATHS, ROOT / "README.md", ROOT / "notebooks" / "TEACHERS_GUIDE.md"],
+    ids=lambda path: path.name,
+)
+def test_every_repository_path_named_exists(document):
+    if document.suffix == ".ipynb":
+        text = "\n".join(cell.source for cell in _load(document).cells)
+    else:
+        text = document.read_text(encoding="utf-8")
+    written_by_tests = "tests/artifacts"  # the browser test's screenshots: not in a fresh clone
+    missing = sorted(
+        path for path in _named_paths(text) if not path.startswith(written_by_tests) and not (ROOT / path).exists()
+    )
+    assert not missing, f"{document.name} names paths that do not exist: {missing}"
+
+
+def test_a_stale_path_is_caught():
+    text = "see `tests/test_old.py`, mha_lib/induction/checkpoints/, speed_<device> in mha_lib/results/speed_<d>.json"
+    assert _named_paths(text + " and tests/exercises/test_exercises_chNN.py") == {
+        "tests/test_old.py", "mha_lib/induction/checkpoints", "mha_lib/results", "tests/exercises"}
