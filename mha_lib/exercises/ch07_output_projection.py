@@ -41,9 +41,10 @@ FORGOT_WO = "you forgot W_o (and its bias): there are four projections, W_q, W_k
 FORGOT_BIASES = "you forgot the biases: with bias=True each of the four projections adds a vector of length D."
 BIASES_ALWAYS = "you counted the biases even with bias=False: then there are only the four D × D matrices."
 BIAS_AS_MATRIX = "you counted each bias as D × D: a bias is one number per output feature, a vector of length D."
-PER_HEAD_FULL = ("you gave every head its own D × D matrices: the heads *share out* the D columns of W_q, W_k and "
-                 "W_v (Dh = D / H each), so the count does not depend on the number of heads.")
-ONE_HEAD_ONLY = ("you counted one head's slice (D × Dh) only: H slices of width Dh make the full D × D matrix; "
+PER_HEAD_FULL = ("you gave every head its own D × D matrices: the heads *share out* the D output features of W_q, "
+                 "W_k and W_v (Dh rows of each stored weight, Dh = D / H), so the count does not depend on the "
+                 "number of heads.")
+ONE_HEAD_ONLY = ("you counted one head's slice (Dh × D) only: H slices of Dh rows make the full D × D matrix; "
                  "the count does not depend on the number of heads.")
 SEED_002 = ("that is the GPT-2-sized walkthrough's formula: 4·768 is four *vectors* of length 768 (just the "
             "biases), and 50257·768 is the token-embedding table, which belongs to the whole model, not to an "
