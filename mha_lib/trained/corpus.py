@@ -40,7 +40,7 @@ COREFERENCE: tuple[Coreference, ...] = (
     Coreference("The farmers sold the apples because they were ripe.", "they", "apples", "farmers"),
     Coreference("My sister bought a car, but she rarely drives.", "she", "sister", "car"),
     Coreference("The river flooded the village after it rose all night.", "it", "river", "village"),
-    Coreference("The boy told his father that he had lost the keys.", "he", "boy", "father"),
+    Coreference("The boy asked his father for help because he could not find his keys.", "he", "boy", "father"),
     Coreference("The company hired the programmer because she knew the language.", "she", "programmer",
                 "company"),
 )
