@@ -10,6 +10,14 @@ import torch
 
 import mha_lib
 
+# One thread per pytest-xdist worker, and per kernel it starts (they inherit OMP_NUM_THREADS). By default every
+# worker runs torch on as many threads as the machine has cores: two workers on two cores oversubscribe them, and
+# OpenMP threads waiting for each other make small tensor operations up to 100 times slower (measured: the
+# core, exercise and induction tests took 56 s with the default, 27 s with one thread per worker).
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
+
 # Google Colab's ipywidgets 7.7, installed beside the environment by `make install` (see the Makefile)
 IPYWIDGETS7_DIR = Path(__file__).resolve().parents[1] / ".venv-ipywidgets7"
 
