@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+TESTS = ROOT / "tests"
 VERSIONS = ("torch", "numpy", "matplotlib", "transformers", "ipywidgets", "torchvision", "ipykernel", "nbclient")
 # d2l 1.0.3 pins old numpy/matplotlib/pandas; installed without its dependencies (README, requirements-nodeps.txt)
 NO_DEPS = ("d2l==1.0.3",)
@@ -88,32 +89,10 @@ import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError
 
-from queue import Empty
-from time import monotonic
-from jupyter_client.asynchronous import AsyncKernelClient
-from jupyter_client.channels import AsyncZMQSocketChannel
 from jupyter_client.manager import AsyncKernelManager
-from traitlets import Type
 
-
-class ShellChannel(AsyncZMQSocketChannel):
-    """Waits for a shell reply in 1 s looks: after an ipywidgets cell the reply can sit unseen until the cell
-    timeout (tests/notebooks/test_standalone.py, _client_class, explains it)."""
-
-    async def get_msg(self, timeout=None):
-        deadline = None if timeout is None else monotonic() + timeout
-        while True:
-            look = 1.0 if deadline is None else max(0.0, min(1.0, deadline - monotonic()))
-            try:
-                return await super().get_msg(timeout=look)
-            except Empty:
-                if deadline is not None and monotonic() >= deadline:
-                    raise
-
-
-class Client(AsyncKernelClient):
-    shell_channel_class = Type(ShellChannel)
-
+sys.path.insert(0, sys.argv[4])  # the tests folder: its notebook_client waits for shell replies in 1 s looks
+from notebook_client import Client
 
 path, timeout = sys.argv[1], int(sys.argv[2])
 nb = nbformat.read(path, as_version=4)
@@ -148,7 +127,7 @@ def execute(python: Path, notebook: Path, work: Path, timeout: int) -> dict:
     # the kernel is the environment's own (ipykernel's "python3" is the running interpreter's)
     env["PATH"] = f"{python.parent}{os.pathsep}{env.get('PATH', '')}"
     env["JUPYTER_PATH"] = str(python.parent.parent / "share" / "jupyter")
-    done = subprocess.run([str(python), "-c", EXECUTE, str(notebook), str(timeout), str(notebook.parent)],
+    done = subprocess.run([str(python), "-c", EXECUTE, str(notebook), str(timeout), str(notebook.parent), str(TESTS)],
                           capture_output=True, text=True, cwd=notebook.parent, env=env)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode or not lines:
