@@ -8,17 +8,20 @@ imports no wing; a wing imports the core and the wings listed below it, never on
     induction/     chapter 11: a tiny model that learns induction heads on the CPU
     display/       every chapter: printing, heatmaps, explorers, static widget pictures
     ─────────────
-    core           functional  masks  modules  heads  conversions  sizes  validation  runtime  data
-                   ablation  results
+    core           functional  masks  positions  cache  modules  heads  conversions  sizes  validation
+                   runtime  data  ablation  results
 
 The core, top-down in the order the chapters teach it:
 
     functional.py   scores -> scaling -> softmax -> heads -> kernels (pure functions)
-    masks.py        causal and padding masks, and converters between mask conventions
-    modules.py      SelfAttention -> CausalAttention -> wrapper -> MultiHeadAttention -> fused
+    masks.py        causal, padding and sliding-window masks, and converters between mask conventions
+    positions.py    sinusoidal and rotary (RoPE) positions (chapter 13)
+    cache.py        KVCache: one layer's keys and values of the tokens already seen (chapter 12)
+    modules.py      SelfAttention -> CausalAttention -> wrapper -> MultiHeadAttention -> fused;
+                    MultiHeadAttention also shares key/value heads (GQA), rotates (RoPE), windows, caches
     heads.py        three ways to form heads: projection, direct split, grouped 1×1 convolution
-    conversions.py  move weights between those layers (and into nn.MultiheadAttention)
-    sizes.py        parameter counts: one attention layer, a whole GPT (chapter 7)
+    conversions.py  move weights between those layers (and into nn.MultiheadAttention, from Llama)
+    sizes.py        parameter counts (chapter 7) and KV-cache bytes of published decoders (chapter 12)
     data.py         the small inputs the notebooks use;  runtime.py  device and reproducibility
     validation.py   argument checks with messages a student can act on
     ablation.py     knocking heads out: the one tool chapters 10 and 11 share
@@ -45,7 +48,8 @@ induction/ — chapter 11, heads that learn on the CPU:
 exercises/ — the chapters' exercise checkers, one module per chapter.
 """
 
-from .conversions import fused_from_split, split_from_wrapper, torch_mha_from
+from .cache import KVCache
+from .conversions import attention_from_llama, fused_from_split, split_from_wrapper, torch_mha_from
 from .data import (
     JOURNEY_TOKENS,
     WALKTHROUGH_SENTENCE,
@@ -59,6 +63,7 @@ from .data import (
 from .functional import (
     KERNELS,
     attention_scores,
+    expand_kv_heads,
     explicit_attention,
     masked_softmax,
     merge_heads,
@@ -74,12 +79,14 @@ from .heads import HEAD_FORMERS, DirectSplitHeads, GroupedConvHeads, ProjectionH
 from .masks import (
     additive_mask,
     causal_mask,
+    causal_mask_at,
     combine_masks,
     invert_mask,
     mask_from_allowed,
     mask_from_blocked,
     mask_from_key_padding,
     mask_from_valid_lens,
+    sliding_window_mask,
 )
 from .modules import (
     CausalAttention,
@@ -88,8 +95,25 @@ from .modules import (
     MultiHeadAttentionWrapper,
     SelfAttention,
 )
+from .positions import (
+    apply_rope,
+    apply_rope_interleaved,
+    interleaved_order,
+    rope_cos_sin,
+    rope_frequencies,
+    rotate_half,
+    sinusoidal_positions,
+)
 from .runtime import get_device, make_reproducible
-from .sizes import GPT_CONFIGS, GPTConfig, attention_parameter_count, gpt_parameter_count
+from .sizes import (
+    DECODER_CONFIGS,
+    GPT_CONFIGS,
+    DecoderAttention,
+    GPTConfig,
+    attention_parameter_count,
+    gpt_parameter_count,
+    kv_cache_bytes,
+)
 from .validation import divisors
 
 __version__ = "0.1.0"
@@ -114,6 +138,9 @@ def __dir__():
 
 
 __all__ = [
+    "DECODER_CONFIGS", "DecoderAttention", "KVCache", "apply_rope", "apply_rope_interleaved", "attention_from_llama",
+    "causal_mask_at", "expand_kv_heads", "interleaved_order", "kv_cache_bytes", "rope_cos_sin", "rope_frequencies",
+    "rotate_half", "sinusoidal_positions", "sliding_window_mask",
     "GPT_CONFIGS", "GPTConfig", "HEAD_FORMERS", "DirectSplitHeads", "GroupedConvHeads", "ProjectionHeads",
     "WALKTHROUGH_SENTENCE", "WALKTHROUGH_TOKENS", "attention_parameter_count", "gpt_parameter_count",
     "make_head_former",

@@ -34,6 +34,21 @@ def _copy_(target: torch.Tensor, source: torch.Tensor) -> None:
         target.copy_(source)
 
 
+def _check_plain(converter: str, mha: MultiHeadAttention) -> None:
+    """The 2017 layer only: the target has no shared kv heads, rotary positions, window or free head width."""
+    extras = {
+        "num_kv_heads": mha.num_kv_heads if mha.num_kv_heads != mha.num_heads else None,
+        "rope_theta": mha.rope_theta, "window": mha.window,
+        "head_dim": mha.head_dim if mha.num_heads * mha.head_dim != mha.d_out else None,
+        "out_bias": False if mha.out_proj.bias is None else None,
+    }
+    used = {name: value for name, value in extras.items() if value is not None}
+    if used:
+        raise ValueError(f"{converter} converts the 2017 layer, but mha was built with "
+                         + ", ".join(f"{k}={v!r}" for k, v in used.items())
+                         + ": the target layer has no such option and would compute something else")
+
+
 def split_from_wrapper(wrapper: MultiHeadAttentionWrapper) -> MultiHeadAttention:
     """A ``MultiHeadAttention`` computing what ``wrapper`` computes.
 
@@ -64,6 +79,7 @@ def fused_from_split(mha: MultiHeadAttention) -> FusedMultiHeadAttention:
         raise TypeError(f"mha must be a MultiHeadAttention, got {type(mha).__name__}")
     if mha.d_kv_in != mha.d_in:
         raise ValueError(f"a fused layer needs d_kv_in == d_in (one input feeds Q, K and V), got {mha.d_kv_in}")
+    _check_plain("fused_from_split", mha)
     weight = mha.W_query.weight
     fused = FusedMultiHeadAttention(
         mha.d_in, mha.d_out, mha.context_length, mha.dropout_p, mha.num_heads,
@@ -87,6 +103,7 @@ def torch_mha_from(mha: MultiHeadAttention) -> nn.MultiheadAttention:
         raise TypeError(f"mha must be a MultiHeadAttention, got {type(mha).__name__}")
     if mha.d_in != mha.d_out:
         raise ValueError(f"nn.MultiheadAttention needs d_in == d_out (embed_dim), got {mha.d_in} and {mha.d_out}")
+    _check_plain("torch_mha_from", mha)
     weight = mha.W_query.weight
     ref = nn.MultiheadAttention(
         mha.d_out, mha.num_heads, dropout=mha.dropout_p, bias=True, batch_first=True,
@@ -103,3 +120,43 @@ def torch_mha_from(mha: MultiHeadAttention) -> nn.MultiheadAttention:
     _copy_(ref.out_proj.weight, mha.out_proj.weight)
     _copy_(ref.out_proj.bias, mha.out_proj.bias)
     return _same_mode(ref, mha)
+
+
+def attention_from_llama(llama_attention: nn.Module, config) -> MultiHeadAttention:
+    """A ``MultiHeadAttention`` with the weights of transformers' ``LlamaAttention`` (chapter 12).
+
+    ``q_proj, k_proj, v_proj, o_proj`` become ``W_query, W_key, W_value, out_proj``; ``num_key_value_heads`` becomes
+    ``num_kv_heads``, the rope theta ``rope_theta``, ``head_dim`` is kept even when ``H · head_dim`` differs from
+    ``hidden_size``. On positions ``0..T-1`` the layer's causal forward equals Llama's eager attention given the
+    same positions and a causal mask. Only Llama's default RoPE is supported (no llama3/yarn/linear scaling).
+    Nothing of transformers is imported here: the function reads attributes.
+    """
+    for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
+        if not isinstance(getattr(llama_attention, name, None), nn.Linear):
+            raise TypeError(f"llama_attention must be a transformers LlamaAttention (with q_proj, k_proj, v_proj, "
+                            f"o_proj), got {type(llama_attention).__name__} without {name}")
+    for name in ("hidden_size", "num_attention_heads", "num_key_value_heads", "max_position_embeddings"):
+        if not hasattr(config, name):
+            raise TypeError(f"config must be a transformers LlamaConfig, got {type(config).__name__} without {name}")
+    rope = getattr(config, "rope_parameters", None) or {}
+    rope_type = rope.get("rope_type", "default")
+    if rope_type != "default":
+        raise ValueError(f"attention_from_llama supports Llama's default RoPE only, got rope_type={rope_type!r}")
+    theta = rope.get("rope_theta", getattr(config, "rope_theta", None))  # transformers 5 / 4
+    heads = config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    q = llama_attention.q_proj
+    layer = MultiHeadAttention(
+        config.hidden_size, config.hidden_size, config.max_position_embeddings,
+        float(getattr(config, "attention_dropout", 0.0)), heads, qkv_bias=q.bias is not None,
+        num_kv_heads=config.num_key_value_heads, head_dim=head_dim, rope_theta=theta,
+        out_bias=llama_attention.o_proj.bias is not None,
+    ).to(device=q.weight.device, dtype=q.weight.dtype)
+    pairs = (("W_query", "q_proj"), ("W_key", "k_proj"), ("W_value", "v_proj"), ("out_proj", "o_proj"))
+    for ours, theirs in pairs:
+        source, target = getattr(llama_attention, theirs), getattr(layer, ours)
+        if source.weight.shape != target.weight.shape:
+            raise ValueError(f"llama_attention.{theirs}.weight has shape {tuple(source.weight.shape)} but config "
+                             f"implies {tuple(target.weight.shape)}: pass the config the layer was built from")
+        target.load_state_dict(source.state_dict())
+    return _same_mode(layer, llama_attention)

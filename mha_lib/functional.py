@@ -208,6 +208,26 @@ def merge_heads(x: Tensor) -> Tensor:
     return x.transpose(1, 2).contiguous().view(B, T, H * Dh)  # (B, T, H, Dh) -> (B, T, D)
 
 
+def expand_kv_heads(x: Tensor, num_heads: int) -> Tensor:
+    """``(B, G, S, Dh) -> (B, H, S, Dh)``: give each of the H query heads the key/value head of its group.
+
+    Query heads ``0 .. H/G - 1`` share key/value head 0, the next ``H/G`` share head 1, and so on: every kv head
+    is repeated ``H/G`` times *in place* (``repeat_interleave``), as Llama's ``repeat_kv`` does. ``x.repeat``
+    would tile the heads instead (0, 1, 0, 1, ...): it runs, and pairs the heads wrongly (chapter 12).
+    """
+    check_tensor("x", x, ndim=4, layout="(B, G, S, Dh)")
+    num_heads = check_positive_int("num_heads", num_heads)
+    G = x.shape[1]
+    if num_heads % G:
+        raise ValueError(
+            f"num_heads ({num_heads}) must be a multiple of the {G} key/value heads in x (dim 1): each key/value "
+            f"head serves num_heads // G query heads"
+        )
+    if num_heads == G:
+        return x
+    return x.repeat_interleave(num_heads // G, dim=1)  # (B, G, S, Dh) -> (B, H, S, Dh)
+
+
 def split_heads_flat(x: Tensor, num_heads: int) -> Tensor:
     """D2L's layout: ``(B, T, D) -> (B·H, T, Dh)``, heads folded into the batch so that 3-D ``bmm`` works."""
     heads = split_heads(x, num_heads)  # (B, H, T, Dh)

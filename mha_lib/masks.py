@@ -41,6 +41,37 @@ def causal_mask(num_queries: int, num_keys: int | None = None, *, device=None) -
     return torch.ones(num_queries, num_keys, dtype=torch.bool, device=device).tril()
 
 
+def causal_mask_at(query_positions: Tensor, key_positions: Tensor, *, window: int | None = None) -> Tensor:
+    """Keep mask ``(T, S)`` from true positions: query at position ``m`` sees the key at ``n`` when ``n <= m``
+    and, with a ``window`` W, ``n > m - W`` (keys ``m - W + 1 .. m``: W keys, itself included).
+
+    This is the mask of a chunk after a KV cache: its queries sit at ``past .. past + T - 1`` and its keys at
+    ``start .. past + T - 1``. ``is_causal=True`` would align the triangle to the top-left corner instead, and the
+    chunk's first query would see only the first key (chapter 12).
+    """
+    for name, p in (("query_positions", query_positions), ("key_positions", key_positions)):
+        check_tensor(name, p, ndim=1, layout="(T,)" if name.startswith("query") else "(S,)")
+        if p.is_floating_point() or p.is_complex() or p.dtype == torch.bool:
+            raise TypeError(f"{name} must be an integer tensor of token positions, got {p.dtype}")
+    if window is not None:
+        window = check_positive_int("window", window)
+    offset = query_positions[:, None] - key_positions[None, :]  # (T, 1) - (1, S) -> (T, S): how far back each key is
+    keep = offset >= 0  # never the future
+    if window is not None:
+        keep &= offset < window  # and not further back than the window
+    return keep
+
+
+def sliding_window_mask(num_tokens: int, window: int) -> Tensor:
+    """Keep mask ``(T, T)`` of sliding-window causal attention: token ``t`` sees tokens ``t - W + 1 .. t``.
+
+    A band of width W along the diagonal of the causal triangle (Mistral-7B uses W = 4,096).
+    """
+    num_tokens = check_positive_int("num_tokens", num_tokens)
+    positions = torch.arange(num_tokens)
+    return causal_mask_at(positions, positions, window=check_positive_int("window", window))
+
+
 def invert_mask(mask: Tensor) -> Tensor:
     """Blocked mask <-> keep mask (``True`` = blocked, as in ``nn.MultiheadAttention``, becomes ``True`` = keep).
 

@@ -18,15 +18,20 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .functional import KERNELS, explicit_attention, merge_heads, split_heads
-from .masks import causal_mask, mask_from_key_padding, mask_from_valid_lens
+from .cache import KVCache
+from .functional import KERNELS, expand_kv_heads, explicit_attention, merge_heads, split_heads
+from .masks import causal_mask, causal_mask_at, combine_masks, mask_from_key_padding, mask_from_valid_lens
+from .positions import apply_rope
 from .validation import (
     check_divisible,
     check_flag,
+    check_int,
     check_matches_weights,
+    check_positive_float,
     check_positive_int,
     check_probability,
     check_sequence,
+    divisors,
 )
 
 Tensor = torch.Tensor
@@ -157,7 +162,15 @@ class _MultiHeadBase(nn.Module):
     """
 
     def __init__(
-        self, d_in: int, d_out: int, context_length: int, dropout: float, num_heads: int, kernel: str, causal: bool
+        self,
+        d_in: int,
+        d_out: int,
+        context_length: int,
+        dropout: float,
+        num_heads: int,
+        kernel: str,
+        causal: bool,
+        head_dim: int | None = None,
     ):
         super().__init__()
         self.d_in = check_positive_int("d_in", d_in)
@@ -165,8 +178,11 @@ class _MultiHeadBase(nn.Module):
         self.context_length = check_positive_int("context_length", context_length)
         self.dropout_p = check_probability("dropout", dropout)
         self.num_heads = check_positive_int("num_heads", num_heads)
-        check_divisible("d_out", d_out, "num_heads", num_heads)
-        self.head_dim = d_out // num_heads
+        if head_dim is None:
+            check_divisible("d_out", d_out, "num_heads", num_heads)
+            self.head_dim = d_out // num_heads
+        else:  # the heads' total width H·Dh is free; out_proj maps it back to d_out (Gemma, Qwen3)
+            self.head_dim = check_positive_int("head_dim", head_dim)
         if not isinstance(kernel, str) or kernel not in KERNELS:
             raise ValueError(f"kernel must be one of {sorted(KERNELS)}, got {kernel!r}")
         self.kernel = kernel
@@ -196,16 +212,23 @@ class _MultiHeadBase(nn.Module):
             return keep.to(device)
         return None
 
-    def _attend(self, q: Tensor, k: Tensor, v: Tensor, key_padding_mask, valid_lens, return_weights: bool):
+    def _attend(
+        self, q: Tensor, k: Tensor, v: Tensor, key_padding_mask, valid_lens, return_weights: bool,
+        positional: Tensor | None = None,
+    ):
         B, _, T, _ = q.shape
         S = k.shape[2]
         padding = self._padding_mask(key_padding_mask, valid_lens, B, T, S, q.device)
-        # causality goes as a flag, not as a mask tensor: SDPA then takes its fast causal path, and the
-        # explicit kernel builds the same triangle that CausalAttention keeps in a buffer
+        if positional is None:
+            # causality goes as a flag, not as a mask tensor: SDPA then takes its fast causal path, and the
+            # explicit kernel builds the same triangle that CausalAttention keeps in a buffer
+            mask, is_causal = padding, self.causal
+        else:  # a window or a cache: the triangle must follow the tokens' true positions, so it is a mask
+            mask, is_causal = combine_masks(positional, padding), False
         context, weights = KERNELS[self.kernel](
-            q, k, v, mask=padding, dropout_p=self.dropout_p if self.training else 0.0, is_causal=self.causal
+            q, k, v, mask=mask, dropout_p=self.dropout_p if self.training else 0.0, is_causal=is_causal
         )  # (B, H, T, Dh), (B, H, T, S) or None
-        out = self.out_proj(merge_heads(context))  # (B, H, T, Dh) -> (B, T, D) -> (B, T, D)
+        out = self.out_proj(merge_heads(context))  # (B, H, T, Dh) -> (B, T, H·Dh) -> (B, T, d_out)
         return (out, weights) if return_weights else out
 
     def extra_repr(self) -> str:
@@ -220,15 +243,26 @@ class MultiHeadAttention(_MultiHeadBase):
 
     ``d_out`` is the **total** width; each of the ``num_heads`` heads gets ``d_out // num_heads`` of it.
 
-    forward(x, kv=None, *, key_padding_mask=None, valid_lens=None, return_weights=False)
+    forward(x, kv=None, *, key_padding_mask=None, valid_lens=None, return_weights=False, kv_cache=None)
         x   ``(B, T, d_in)``: the queries' sequence.
         kv  ``(B, S, d_kv_in)``: another sequence for keys and values (cross-attention); default ``x``.
         key_padding_mask ``(B, S)`` bool, ``True`` = padding (the key-padding tutorial, ``nn.MultiheadAttention``), or
         valid_lens ``(B,)`` / ``(B, T)`` ints (D2L).
-        Returns ``(B, T, d_out)``, and the weights ``(B, H, T, S)`` too when ``return_weights=True``.
+        kv_cache  a ``KVCache``: ``x`` is the next chunk of a sequence whose earlier tokens the cache holds
+        (chapter 12). Returns ``(B, T, d_out)``, and the weights ``(B, H, T, S)`` too when ``return_weights=True``.
 
     ``causal=True`` (the default, as in the book) lets query ``t`` see keys ``0..t`` only; set it to ``False``
     for an encoder or for cross-attention. ``kernel`` is ``"explicit"`` or ``"sdpa"`` (faster, no weights).
+
+    The attention of today's decoders (chapters 12 and 13), all off by default:
+
+    ``num_kv_heads=G``  keys and values get G heads (G divides ``num_heads``); query heads ``0 .. H/G - 1`` share
+                        key/value head 0, and so on (Llama's order). G = H is the layer above, G = 1 is MQA.
+    ``rope_theta=θ``    rotary positions on q and k after the projection (rotate-half layout, as Llama).
+    ``window=W``        sliding-window causal attention: query t sees keys ``t - W + 1 .. t``.
+    ``head_dim=Dh``     the heads' width when ``num_heads · Dh`` differs from ``d_out`` (Gemma, Qwen3);
+                        ``out_proj`` maps ``H·Dh`` back to ``d_out``.
+    ``out_bias``        whether ``out_proj`` has a bias (Llama has none).
     """
 
     def __init__(
@@ -243,15 +277,43 @@ class MultiHeadAttention(_MultiHeadBase):
         kernel: str = "explicit",
         causal: bool = True,
         d_kv_in: int | None = None,
+        num_kv_heads: int | None = None,
+        head_dim: int | None = None,
+        rope_theta: float | None = None,
+        window: int | None = None,
+        out_bias: bool = True,
     ):
-        super().__init__(d_in, d_out, context_length, dropout, num_heads, kernel, causal)
+        super().__init__(d_in, d_out, context_length, dropout, num_heads, kernel, causal, head_dim)
         self.d_kv_in = d_in if d_kv_in is None else check_positive_int("d_kv_in", d_kv_in)
+        self.num_kv_heads = self._check_kv_heads(num_kv_heads)
+        self.rope_theta = None if rope_theta is None else check_positive_float("rope_theta", rope_theta)
+        if self.rope_theta is not None and self.head_dim % 2:
+            raise ValueError(
+                f"rope_theta needs an even head size (RoPE turns the dimensions in pairs), got head_dim = "
+                f"{self.head_dim}; choose d_out and num_heads (or head_dim) so that the head size is even"
+            )
+        self.window = None if window is None else check_int("window", window, low=1)
+        if self.window is not None and not self.causal:
+            raise ValueError("window needs causal=True: a sliding window limits how far back a causal query looks")
         qkv_bias = _check_bias_flag(qkv_bias)
+        inner = self.num_heads * self.head_dim  # H·Dh: d_out unless head_dim was given
+        kv_width = self.num_kv_heads * self.head_dim  # G·Dh: the keys and values shrink with G
         # creation order W_query, W_key, W_value, out_proj: the book's, so torch.manual_seed gives its numbers
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(self.d_kv_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(self.d_kv_in, d_out, bias=qkv_bias)
-        self.out_proj = nn.Linear(d_out, d_out)
+        self.W_query = nn.Linear(d_in, inner, bias=qkv_bias)
+        self.W_key = nn.Linear(self.d_kv_in, kv_width, bias=qkv_bias)
+        self.W_value = nn.Linear(self.d_kv_in, kv_width, bias=qkv_bias)
+        self.out_proj = nn.Linear(inner, d_out, bias=check_flag("out_bias", out_bias))
+
+    def _check_kv_heads(self, num_kv_heads) -> int:
+        if num_kv_heads is None:
+            return self.num_heads
+        num_kv_heads = check_positive_int("num_kv_heads", num_kv_heads)
+        if self.num_heads % num_kv_heads:
+            raise ValueError(
+                f"num_kv_heads must divide num_heads = {self.num_heads} (each key/value head serves the same "
+                f"number of query heads), got {num_kv_heads}; try one of {divisors(self.num_heads)}"
+            )
+        return num_kv_heads
 
     def forward(
         self,
@@ -261,9 +323,11 @@ class MultiHeadAttention(_MultiHeadBase):
         key_padding_mask: Tensor | None = None,
         valid_lens: Tensor | None = None,
         return_weights: bool = False,
+        kv_cache: KVCache | None = None,
     ):
         self._check_return_weights(return_weights)
-        max_len = self.context_length if self.causal else None
+        past = self._check_cache(kv_cache, x, kv, key_padding_mask, valid_lens)
+        max_len = self.context_length - past if self.causal else None
         check_sequence("x", x, self.d_in, max_len=max_len)
         check_matches_weights("x", x, self.W_query.weight)
         if kv is None:
@@ -275,20 +339,74 @@ class MultiHeadAttention(_MultiHeadBase):
                 )
             kv = x
         else:
+            if self.rope_theta is not None:
+                raise ValueError("kv (cross-attention) cannot be used with rope_theta: RoPE rotates queries and "
+                                 "keys by positions in one shared sequence")
             check_sequence("kv", kv, self.d_kv_in, max_len=max_len, width_name="d_kv_in")
             check_matches_weights("kv", kv, self.W_key.weight)
             if kv.shape[0] != x.shape[0]:
                 raise ValueError(
                     f"kv must have the same batch size as x, got kv {tuple(kv.shape)} and x {tuple(x.shape)}"
                 )
-        q = split_heads(self.W_query(x), self.num_heads)  # (B, T, D) -> (B, H, T, Dh)
-        k = split_heads(self.W_key(kv), self.num_heads)  # (B, S, D) -> (B, H, S, Dh)
-        v = split_heads(self.W_value(kv), self.num_heads)  # (B, S, D) -> (B, H, S, Dh)
-        return self._attend(q, k, v, key_padding_mask, valid_lens, return_weights)
+        q = split_heads(self.W_query(x), self.num_heads)  # (B, T, H·Dh) -> (B, H, T, Dh)
+        k = split_heads(self.W_key(kv), self.num_kv_heads)  # (B, S, G·Dh) -> (B, G, S, Dh)
+        v = split_heads(self.W_value(kv), self.num_kv_heads)  # (B, S, G·Dh) -> (B, G, S, Dh)
+        positions = torch.arange(past, past + x.shape[1], device=x.device)  # the chunk's true positions
+        if self.rope_theta is not None:  # after the projection, before the scores; v carries no position
+            q = apply_rope(q, positions, self.rope_theta)
+            k = apply_rope(k, positions, self.rope_theta)
+        positional = None
+        if kv_cache is not None:
+            k, v = kv_cache.append(k, v)  # (B, G, S, Dh): the cached tokens, then this chunk's
+            positional = causal_mask_at(positions, kv_cache.positions(x.device), window=self.window)  # (T, S)
+        elif self.window is not None:
+            positional = causal_mask_at(positions, positions, window=self.window)  # (T, T)
+        k = expand_kv_heads(k, self.num_heads)  # (B, G, S, Dh) -> (B, H, S, Dh)
+        v = expand_kv_heads(v, self.num_heads)  # (B, G, S, Dh) -> (B, H, S, Dh)
+        result = self._attend(q, k, v, key_padding_mask, valid_lens, return_weights, positional)
+        if kv_cache is not None and self.window is not None:
+            kv_cache.keep_last(self.window - 1)  # the next query sees itself and the W - 1 tokens before it
+        return result
+
+    def _check_cache(self, kv_cache, x, kv, key_padding_mask, valid_lens) -> int:
+        """The number of tokens before ``x`` (0 without a cache), after checking the cache may be used here."""
+        if kv_cache is None:
+            return 0
+        if not isinstance(kv_cache, KVCache):
+            raise TypeError(f"kv_cache must be a mha_lib.KVCache or None, got {type(kv_cache).__name__}")
+        if not self.causal:
+            raise ValueError("kv_cache needs causal=True: a cache serves a decoder that generates left to right")
+        if kv is not None:
+            raise ValueError("kv_cache is for self-attention: pass x only (the cache holds x's own past)")
+        if key_padding_mask is not None or valid_lens is not None:
+            raise ValueError("kv_cache cannot be combined with key_padding_mask or valid_lens: feed each sequence "
+                             "without padding, or attend without a cache")
+        kv_cache.claim(self)
+        if isinstance(x, Tensor) and x.dim() == 3:
+            if kv_cache.batch_size is not None and kv_cache.batch_size != x.shape[0]:
+                raise ValueError(
+                    f"kv_cache holds a batch of {kv_cache.batch_size} sequences but x has {x.shape[0]}: a cache "
+                    f"follows the same sequences from step to step; start a new KVCache() for a new batch"
+                )
+            if kv_cache.seen + x.shape[1] > self.context_length:
+                raise ValueError(
+                    f"kv_cache has seen {kv_cache.seen} tokens and x brings {x.shape[1]} more: "
+                    f"{kv_cache.seen + x.shape[1]} positions exceed context_length = {self.context_length}; "
+                    f"build the layer with a larger context_length or start a new KVCache()"
+                )
+        return kv_cache.seen
 
     def extra_repr(self) -> str:
-        kv = f", d_kv_in={self.d_kv_in}" if self.d_kv_in != self.d_in else ""
-        return super().extra_repr() + kv
+        extra = ""
+        if self.d_kv_in != self.d_in:
+            extra += f", d_kv_in={self.d_kv_in}"
+        if self.num_kv_heads != self.num_heads:
+            extra += f", num_kv_heads={self.num_kv_heads}"
+        if self.rope_theta is not None:
+            extra += f", rope_theta={self.rope_theta:g}"
+        if self.window is not None:
+            extra += f", window={self.window}"
+        return super().extra_repr() + extra
 
 
 class FusedMultiHeadAttention(_MultiHeadBase):

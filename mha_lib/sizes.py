@@ -2,17 +2,19 @@
 
     attention_parameter_count(D)   4·D² + 4·D      W_q, W_k, W_v, W_o (D × D each) and their four biases
     gpt_parameter_count(D, L)      the whole GPT-2-style decoder: embeddings, L blocks, final layer norm
+    kv_cache_bytes(L, G, Dh, T)    L × 2 × G × Dh × T × bytes: what a decoder keeps per sequence while it generates
 
-The number of heads is not an argument, on purpose: the heads *share out* the D columns of W_q, W_k and W_v
-(each head gets Dh = D / H of them), so 1, 12 or 768 heads hold exactly the same number of parameters.
-Chapter 7 derives these formulas and checks them with ``sum(p.numel() for p in layer.parameters())``.
+The number of heads does not change the count of the 2017 layer, on purpose: the heads *share out* the D columns
+of W_q, W_k and W_v (each head gets Dh = D / H of them), so 1, 12 or 768 heads hold exactly the same number of
+parameters. Chapter 7 derives these formulas and checks them with ``sum(p.numel() for p in layer.parameters())``.
+Sharing key/value heads (chapter 12) is what changes it: W_k and W_v shrink to G·Dh columns.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from .validation import check_flag, check_positive_int
+from .validation import check_flag, check_int, check_positive_int
 
 
 class GPTConfig(NamedTuple):
@@ -35,7 +37,15 @@ GPT_CONFIGS = {
 }
 
 
-def attention_parameter_count(d_model: int, bias: bool = True, *, out_bias: bool | None = None) -> int:
+def attention_parameter_count(
+    d_model: int,
+    bias: bool = True,
+    *,
+    out_bias: bool | None = None,
+    num_heads: int | None = None,
+    num_kv_heads: int | None = None,
+    head_dim: int | None = None,
+) -> int:
     """Parameters of one multi-head attention layer of width ``d_model`` (self-attention, D in and out).
 
     Four ``D × D`` weight matrices (W_q, W_k, W_v, W_o) and, with ``bias=True``, four bias vectors of length
@@ -51,12 +61,31 @@ def attention_parameter_count(d_model: int, bias: bool = True, *, out_bias: bool
     ``mha_lib.MultiHeadAttention`` default (the book's)      ``bias=False, out_bias=True``      4·D² + D
     D2L, ``nn.MultiheadAttention(D, H, bias=False)``         ``bias=False``                     4·D²
     =======================================================  =================================  ==========
+
+    With ``num_heads`` H and ``num_kv_heads`` G (and ``head_dim`` Dh, default D / H), the count of a layer with
+    shared key/value heads (chapter 12): ``D·H·Dh + 2·D·G·Dh + H·Dh·D`` weights, the biases to match.
     """
     d = check_positive_int("d_model", d_model)
     qkv_bias = check_flag("bias", bias)
     out_bias = qkv_bias if out_bias is None else check_flag("out_bias", out_bias)
-    weights = 4 * d * d  # W_q, W_k, W_v, W_o: D × D each
-    biases = 3 * d * qkv_bias + d * out_bias  # one length-D vector per projection that has a bias
+    if num_heads is None and num_kv_heads is None and head_dim is None:
+        weights = 4 * d * d  # W_q, W_k, W_v, W_o: D × D each
+        biases = 3 * d * qkv_bias + d * out_bias  # one length-D vector per projection that has a bias
+        return weights + biases
+    if num_heads is None:
+        raise ValueError("num_heads is needed with num_kv_heads or head_dim (they are counted per head)")
+    h = check_positive_int("num_heads", num_heads)
+    g = h if num_kv_heads is None else check_positive_int("num_kv_heads", num_kv_heads)
+    if h % g:
+        raise ValueError(f"num_kv_heads must divide num_heads = {h}, got {g}")
+    if head_dim is None:
+        if d % h:
+            raise ValueError(f"d_model ({d}) must be divisible by num_heads ({h}), or give head_dim")
+        head_dim = d // h
+    dh = check_positive_int("head_dim", head_dim)
+    q, kv = h * dh, g * dh  # the widths of W_q's output and of W_k's and W_v's
+    weights = d * q + 2 * d * kv + q * d  # W_q (D × H·Dh), W_k and W_v (D × G·Dh), W_o (H·Dh × D)
+    biases = (q + 2 * kv) * qkv_bias + d * out_bias
     return weights + biases
 
 
@@ -81,4 +110,63 @@ def gpt_parameter_count(
     return embeddings + n_layers * block + layer_norm
 
 
-__all__ = ["GPTConfig", "GPT_CONFIGS", "attention_parameter_count", "gpt_parameter_count"]
+class DecoderAttention(NamedTuple):
+    """The attention sizes of a published decoder that fix its KV cache (chapter 12)."""
+
+    n_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    d_model: int
+    context_length: int
+    window: int | None = None  # sliding-window attention: the cache never holds more than this many tokens
+
+    def kv_cache_bytes(self, tokens: int, *, bytes_per_element: int = 2, batch_size: int = 1) -> int:
+        """``kv_cache_bytes`` with this model's sizes (float16/bfloat16 by default: 2 bytes per number)."""
+        return kv_cache_bytes(self.n_layers, self.num_kv_heads, self.head_dim, tokens,
+                              bytes_per_element=bytes_per_element, batch_size=batch_size, window=self.window)
+
+
+#: Published configurations (their config.json / papers): the 2017 layout (G = H), GQA, and GQA with a window.
+DECODER_CONFIGS = {
+    "gpt2-small": DecoderAttention(n_layers=12, num_heads=12, num_kv_heads=12, head_dim=64, d_model=768,
+                                   context_length=1024),
+    "llama-2-7b": DecoderAttention(n_layers=32, num_heads=32, num_kv_heads=32, head_dim=128, d_model=4096,
+                                   context_length=4096),
+    "llama-3-8b": DecoderAttention(n_layers=32, num_heads=32, num_kv_heads=8, head_dim=128, d_model=4096,
+                                   context_length=8192),
+    "mistral-7b": DecoderAttention(n_layers=32, num_heads=32, num_kv_heads=8, head_dim=128, d_model=4096,
+                                   context_length=32768, window=4096),
+}
+
+
+def kv_cache_bytes(
+    n_layers: int,
+    num_kv_heads: int,
+    head_dim: int,
+    tokens: int,
+    *,
+    bytes_per_element: int = 2,
+    batch_size: int = 1,
+    window: int | None = None,
+) -> int:
+    """Bytes a decoder's KV cache holds: ``layers × 2 (K and V) × G × Dh × tokens × bytes × batch``.
+
+    ``num_kv_heads`` is G: the key/value heads, not the query heads (GQA divides the cache by H / G). With a
+    sliding ``window`` W the cache holds at most W tokens per layer (``min(tokens, W)``). The default 2 bytes per
+    number is float16 / bfloat16, the usual inference dtype; float32 is 4.
+    """
+    n_layers = check_positive_int("n_layers", n_layers)
+    num_kv_heads = check_positive_int("num_kv_heads", num_kv_heads)
+    head_dim = check_positive_int("head_dim", head_dim)
+    tokens = check_int("tokens", tokens, low=0)
+    bytes_per_element = check_positive_int("bytes_per_element", bytes_per_element)
+    batch_size = check_positive_int("batch_size", batch_size)
+    held = tokens if window is None else min(tokens, check_positive_int("window", window))
+    return n_layers * 2 * num_kv_heads * head_dim * held * bytes_per_element * batch_size
+
+
+__all__ = [
+    "DECODER_CONFIGS", "DecoderAttention", "GPTConfig", "GPT_CONFIGS", "attention_parameter_count",
+    "gpt_parameter_count", "kv_cache_bytes",
+]

@@ -46,6 +46,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..ablation import check_head_mask, scaled_heads
+from ..cache import KVCache
 from ..modules import MultiHeadAttention
 from ..runtime import one_thread
 from ..validation import check_flag, check_floating, check_int, check_positive_float, check_positive_int, check_seed, \
@@ -210,23 +211,46 @@ class AttentionOnlyTransformer(nn.Module):
     def num_heads(self) -> int:
         return self.config.num_heads
 
-    def forward(self, tokens: Tensor, *, head_mask: Tensor | None = None, return_weights: bool = False):
+    def forward(self, tokens: Tensor, *, head_mask: Tensor | None = None, return_weights: bool = False,
+                kv_caches: Sequence[KVCache] | None = None):
         return_weights = check_flag("return_weights", return_weights)
         tokens = _check_tokens("tokens", tokens, self.task)
         if head_mask is not None:
             head_mask = check_head_mask("head_mask", head_mask, self.num_layers, self.num_heads)
+        past = self._check_caches(kv_caches, tokens)
         T = tokens.shape[1]
-        positions = torch.arange(T, device=tokens.device)  # (T,)
+        positions = torch.arange(past, past + T, device=tokens.device)  # (T,): after a cache, past .. past+T-1
         x = self.token_embedding(tokens) + self.position_embedding(positions)  # (B, T, D) + (T, D) -> (B, T, D)
         weights = []
         for index, layer in enumerate(self.layers):
             keep = None if head_mask is None else head_mask[..., index, :]  # (L, H) -> (H,), (B, L, H) -> (B, H)
+            cache = None if kv_caches is None else kv_caches[index]
             with scaled_heads(layer, keep):
-                out, w = layer(x, return_weights=True)  # (B, T, D), (B, H, T, T)
+                out, w = layer(x, return_weights=True, kv_cache=cache)  # (B, T, D), (B, H, T, past + T)
             x = x + out  # the residual stream: each layer adds what it read
             weights.append(w)
         logits = self.unembed(x)  # (B, T, D) -> (B, T, V)
         return (logits, tuple(weights)) if return_weights else logits
+
+
+    def new_caches(self) -> list[KVCache]:
+        """One empty ``KVCache`` per layer, for ``forward(..., kv_caches=...)`` and ``generate``."""
+        return [KVCache() for _ in self.layers]
+
+    def _check_caches(self, kv_caches, tokens: Tensor) -> int:
+        """Tokens already in the caches (0 without), after checking they fit this model."""
+        if kv_caches is None:
+            return 0
+        if isinstance(kv_caches, KVCache) or not isinstance(kv_caches, (list, tuple)) or \
+                len(kv_caches) != self.num_layers or not all(isinstance(c, KVCache) for c in kv_caches):
+            raise TypeError(f"kv_caches must be a list of {self.num_layers} KVCache objects, one per layer "
+                            f"(model.new_caches()), got {type(kv_caches).__name__}")
+        past = kv_caches[0].seen
+        if past + tokens.shape[1] > self.task.seq_len:
+            raise ValueError(f"kv_caches have seen {past} tokens and tokens brings {tokens.shape[1]} more: "
+                             f"{past + tokens.shape[1]} positions exceed seq_len = {self.task.seq_len}, the positions "
+                             f"the model has embeddings for")
+        return past
 
 
 def _check_tokens(name: str, tokens, task: InductionTask) -> Tensor:
@@ -485,6 +509,35 @@ def generation_accuracy(model: AttentionOnlyTransformer, batch: Batch) -> dict[s
     model.train(was_training)
     generated = written[:, 1:] == tokens[:, 1:]  # (B, T-1)
     return {"teacher_forced": forced[keep].float().mean(), "generated": generated[keep].float().mean()}
+
+
+@torch.no_grad()
+def generate(model: AttentionOnlyTransformer, prompt: Tensor, new_tokens: int, *, use_cache: bool = True) -> Tensor:
+    """Greedy generation: ``prompt`` ``(B, T0)`` followed by ``new_tokens`` tokens, each the most likely next one.
+
+    ``use_cache=False`` runs the whole sequence so far through the model at every step (as
+    ``generation_accuracy`` does); ``use_cache=True`` runs the prompt once, then one token per step, each layer's
+    ``KVCache`` holding the keys and values of everything before it (chapter 12). Both give the same tokens.
+    """
+    _check_model("model", model)
+    prompt = _check_tokens("prompt", prompt, model.task)
+    new_tokens = check_int("new_tokens", new_tokens, low=0)
+    if prompt.shape[1] + new_tokens > model.task.seq_len:
+        raise ValueError(f"prompt ({prompt.shape[1]} tokens) + new_tokens ({new_tokens}) must fit seq_len = "
+                         f"{model.task.seq_len}")
+    use_cache = check_flag("use_cache", use_cache)
+    was_training = model.training
+    model.eval()
+    tokens = prompt.to(next(model.parameters()).device)
+    caches = model.new_caches() if use_cache else None
+    step_input = tokens  # with a cache: the prompt first, then only the newest token
+    for _ in range(new_tokens):
+        logits = model(step_input if use_cache else tokens, kv_caches=caches)  # (B, T_in, V)
+        next_token = logits[:, -1].argmax(-1, keepdim=True)  # (B, 1)
+        tokens = torch.cat([tokens, next_token], dim=1)
+        step_input = next_token
+    model.train(was_training)
+    return tokens
 
 
 # --------------------------------------------------------------------------------------------------- the runs
