@@ -188,3 +188,24 @@ def test_chapter_11_runs_on_the_gpu_as_on_the_cpu():
     log, _ = induction.train(model, 40, eval_every=20, eval_size=64)
     assert next(model.parameters()).device.type == GPU.type
     assert log.steps == [0, 20, 40] and log.eval_loss[-1] < log.eval_loss[0]
+
+
+@pytest.mark.parametrize("kernel", KERNEL_NAMES)
+@pytest.mark.parametrize("num_kv_heads, rope_theta, window", [(4, None, None), (2, 1e4, None), (1, 5e5, 3)])
+def test_todays_layer_with_a_cache_matches_cpu(kernel, num_kv_heads, rope_theta, window):
+    """GQA, RoPE and a window, fed through a KVCache in uneven chunks: the GPU gives the CPU's output."""
+    torch.manual_seed(0)
+    cpu_layer = mha_lib.MultiHeadAttention(16, 16, 32, 0.0, 4, kernel=kernel, num_kv_heads=num_kv_heads,
+                                           rope_theta=rope_theta, window=window).eval()
+    gpu_layer = copy.deepcopy(cpu_layer).to(GPU)
+    x = torch.randn(2, 9, 16)
+    cpu_cache, gpu_cache = mha_lib.KVCache(), mha_lib.KVCache()
+    start = 0
+    for size in (1, 4, 3, 1):
+        chunk = x[:, start:start + size]
+        cpu_out = cpu_layer(chunk, kv_cache=cpu_cache)
+        gpu_out = gpu_layer(chunk.to(GPU), kv_cache=gpu_cache)
+        assert_same_on_cpu(gpu_out, cpu_out)
+        start += size
+    assert (gpu_cache.seen, gpu_cache.length, gpu_cache.nbytes) == (cpu_cache.seen, cpu_cache.length,
+                                                                     cpu_cache.nbytes)
