@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from .fonts import use_cjk_fallback
+from ..language import gettext as _, ngettext
 from ..validation import check_positive_int, check_tensor
 
 #: One colour map per quantity, across the series (plot_heads, the explorers, the chapters' own figures).
@@ -120,8 +121,11 @@ def colour_scale(
                 if len(rows) and rest.any() and lo < float(array[rest].max()) < OFF_SCALE["weights"] * full:
                     hi = float(array[rest].max())
                     which = ", ".join(f'"{names[t]}"' for t in rows[:3]) + (" …" if len(rows) > 3 else "")
-                    note = (f"row{'s' if len(rows) > 1 else ''} {which} left out of the colour range: one key to "
-                            f"attend to, weight {full:.2f} (drawn in the top colour)")
+                    note = ngettext("row {which} left out of the colour range: one key to attend to, weight "
+                                    "{weight:.2f} (drawn in the top colour)",
+                                    "rows {which} left out of the colour range: one key to attend to, weight "
+                                    "{weight:.2f} (drawn in the top colour)", len(rows)).format(which=which,
+                                                                                                 weight=full)
             if not hi > lo:
                 hi = lo + 1.0
     else:
@@ -138,8 +142,8 @@ def colour_scale(
                 top = int(rows.argmax())
                 rest = float(np.delete(rows, top).max())
                 if 0 < rest < OFF_SCALE["scores"] * bound:
-                    note = (f'row "{names[top]}" left out of the colour range: |value| up to {bound:.3g} '
-                            f"(drawn in the end colours)")
+                    note = _('row "{name}" left out of the colour range: |value| up to {bound:.3g} '
+                             "(drawn in the end colours)").format(name=names[top], bound=bound)
                     bound = rest
             bound = bound if bound > 0 else 1.0  # an all-zero matrix still gets a usable scale
             lo, hi = -bound, bound
@@ -247,12 +251,12 @@ def plot_heads(
     scale = colour_scale(data, quantity, keep=keep, vmin=vmin, vmax=vmax, robust=robust, labels=query_labels)
     blocked = np.isneginf(data) if keep is None else np.isneginf(data) | ~keep
     label = colorbar_label if colorbar_label is not None else (
-        "attention weight" if scale.quantity == "weights" else "score")
+        _("attention weight") if scale.quantity == "weights" else _("score"))
     notes = []
     if blocked.any():
-        notes.append("grey: masked")
+        notes.append(_("grey: masked"))
     if nans.any():
-        notes.append(f"red hatching: NaN ({int(nans.sum())} entries)")
+        notes.append(_("red hatching: NaN ({n} entries)").format(n=int(nans.sum())))
     if scale.note:
         notes.append(scale.note)
 
@@ -277,7 +281,7 @@ def plot_heads(
         image = ax.imshow(shown[h], cmap=colours, norm=norm, aspect="equal", interpolation="nearest")
         if nans[h].any():
             _hatch(ax, nans[h])
-        ax.set_title(head_titles[h] if head_titles else (f"head {h}" if H > 1 else "attention"),
+        ax.set_title(head_titles[h] if head_titles else (_("head {h}").format(h=h) if H > 1 else _("attention")),
                      fontsize=TITLE_PT)
         # the panels share their axes (as in the explorer): query labels on the first column, key labels under
         # the lowest panel of each column, which leaves the room to the matrices
@@ -285,9 +289,9 @@ def plot_heads(
         _ticks(ax.yaxis, query_labels if h % lay.cols == 0 else None, lay.panel, 0)
         ax.tick_params(length=0, pad=2)
         if h % lay.cols == 0:
-            ax.set_ylabel("query (row attends …)", fontsize=TITLE_PT)
+            ax.set_ylabel(_("query (row attends …)"), fontsize=TITLE_PT)
         if h + lay.cols >= H:
-            ax.set_xlabel("key (… to column)", fontsize=TITLE_PT)
+            ax.set_xlabel(_("key (… to column)"), fontsize=TITLE_PT)
     if title:
         fig.suptitle(title, fontsize=SUPTITLE_PT)
     bar = fig.colorbar(image, ax=list(axes.flat), shrink=0.9 if lay.rows == 1 else 0.8,
@@ -316,7 +320,7 @@ def stage_scales(
     The arguments mean what they mean for ``plot_stages``; print the scales' ``vmin`` / ``vmax`` beside the
     figure to put its colour bars' ranges in the notebook's text.
     """
-    arrays, labels, _, heads, limits = _stage_inputs(stages, tokens, heads, batch_index, limits)
+    arrays, labels, _keys, heads, limits = _stage_inputs(stages, tokens, heads, batch_index, limits)
     return {name: _stage_scale(name, array[heads], limits.get(name), robust, labels)[0]
             for name, array in arrays.items()}
 
@@ -364,14 +368,15 @@ def plot_stages(
         scale, blocked = _stage_scale(name, data, limits.get(name), robust, labels)
         drawn[name] = (np.ma.masked_array(data, mask=blocked), scale)  # masked entries: the map's grey
         if scale.note:
-            notes.append(f"{name}: {scale.note}")
+            notes.append(_("{name}: {note}").format(name=name, note=scale.note))
         if name in limits:
-            beyond = {"max": "; larger values", "min": "; smaller values", "both": "; values beyond it"}
-            notes.append(f"{name}: colour range fixed at {scale.vmin:g} to {scale.vmax:g}" + (
-                f"{beyond[scale.extend]} take the end colour (the arrow on its colour bar)"
-                if scale.extend in beyond else ""))
-    if any(np.ma.getmaskarray(shown).any() for shown, _ in drawn.values()):
-        notes.insert(0, "grey: masked (−∞ before the softmax, weight 0 after it)")
+            beyond = {"max": _("; larger values take the end colour (the arrow on its colour bar)"),
+                      "min": _("; smaller values take the end colour (the arrow on its colour bar)"),
+                      "both": _("; values beyond it take the end colour (the arrow on its colour bar)")}
+            notes.append(_("{name}: colour range fixed at {vmin:g} to {vmax:g}").format(
+                name=name, vmin=scale.vmin, vmax=scale.vmax) + beyond.get(scale.extend, ""))
+    if any(np.ma.getmaskarray(shown).any() for shown, _mask in drawn.values()):
+        notes.insert(0, _("grey: masked (−∞ before the softmax, weight 0 after it)"))
 
     use_cjk_fallback()  # tokens in any script get real glyphs, not boxes
     by_columns = layout == "columns"
@@ -388,9 +393,9 @@ def plot_stages(
             image = ax.imshow(shown[h], cmap=colours, norm=norm, aspect="equal", interpolation="nearest")
             # a table: stage or head named once, over the top row and beside the first column
             if row == 0:
-                ax.set_title(name if by_columns else f"head {head}", fontsize=TITLE_PT)
+                ax.set_title(name if by_columns else _("head {h}").format(h=head), fontsize=TITLE_PT)
             if col == 0:
-                ax.set_ylabel(f"head {head}" if by_columns else name, fontsize=TITLE_PT)
+                ax.set_ylabel(_("head {h}").format(h=head) if by_columns else name, fontsize=TITLE_PT)
             _ticks(ax.xaxis, keys if row == n_rows - 1 else None, grid.panel, 90 if grid.rotate else 0)
             _ticks(ax.yaxis, labels if col == 0 else None, grid.panel, 0)
             ax.tick_params(length=0, pad=2)

@@ -32,6 +32,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 
 from .fonts import SYSTEM_CJK_FAMILIES, bundled_font_paths
+from ..language import N_, gettext as _, get_language
 from .plotting import MASKED_RGB, MASKED_STRIPE_RGB, NAN_RGB
 
 # The palette: colour-map levels first, then greys from white to black, then fixed colours
@@ -42,9 +43,10 @@ FRAME, MASKED, STRIPE, TICK, NAN_BACK, NAN_STRIPE = range(LEVELS + GREYS, LEVELS
 NAN_BACK_RGB = (255, 236, 236)
 # frame, masked (−∞: light grey, darker stripes), tick, NaN (pale red, red cross-hatching): the colours of plotting.py
 FIXED_RGB = ((90, 90, 90), MASKED_RGB, MASKED_STRIPE_RGB, (60, 60, 60), NAN_BACK_RGB, NAN_RGB)
-MASKED_LEGEND = "masked (\u2212\u221e)"
-MASKED_WEIGHT_LEGEND = "masked (weight 0)"
-NAN_LEGEND = "NaN (overflow)"
+# the legends' msgids: layout() shows them in the current language
+MASKED_LEGEND = N_("masked (\u2212\u221e)")
+MASKED_WEIGHT_LEGEND = N_("masked (weight 0)")
+NAN_LEGEND = N_("NaN (overflow)")
 
 LABEL_PX = 11  # font sizes in pixels: at least 10 px on a projector, CJK included
 TITLE_PX = 12
@@ -223,13 +225,26 @@ def png_rows(height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
     return rows, rows[:, 1:]
 
 
-@functools.lru_cache(maxsize=64)
 def layout(
     heads: int,
     query_labels: tuple[str, ...],
     key_labels: tuple[str, ...],
     colorbar_label: str,
     legend: str | tuple[str, ...] | None = None,
+) -> Layout:
+    """The frame of ``render`` in the current language (``_layout``, cached per language)."""
+    legend = (legend,) if isinstance(legend, str) else tuple(legend or ())
+    return _layout(heads, query_labels, key_labels, colorbar_label, legend, get_language())
+
+
+@functools.lru_cache(maxsize=64)
+def _layout(
+    heads: int,
+    query_labels: tuple[str, ...],
+    key_labels: tuple[str, ...],
+    colorbar_label: str,
+    legend: tuple[str, ...],
+    language: str,  # noqa: ARG001 - part of the cache key: the frame's words depend on it
 ) -> Layout:
     """Compute the positions and draw the static frame (cached: the same view is laid out only once).
 
@@ -238,11 +253,10 @@ def layout(
     ``NAN_LEGEND`` (a single str is one of them). With many heads the entries shrink so that the picture
     stays within ``MAX_HEIGHT_PX``.
     """
-    legend = (legend,) if isinstance(legend, str) else tuple(legend or ())
     T, S = len(query_labels), len(key_labels)
     cell = min(cell_size(T), cell_size(S))
     rows, cols = grid_shape(heads)
-    title_h = text_mask("head 0", TITLE_PX).shape[0] + 3
+    title_h = text_mask(_("head {h}").format(h=0), TITLE_PX).shape[0] + 3
     # the height left for the matrices once titles, gaps and (at most) 64 px of key labels are counted;
     # 16 heads of 64 tokens need entries of 2 px (labels every 6th token) to fit
     room = MAX_HEIGHT_PX - 2 * MARGIN - 64 - rows * (title_h + GAP)
@@ -264,7 +278,7 @@ def layout(
     bar = (origins[0][0], grid_right + GAP, bar_h, BAR_WIDTH)
     tick_w = text_mask("\u22120.00").shape[1] + 14  # room for the tick labels
     label_mask = text_mask(colorbar_label, LABEL_PX, rotate=True)
-    legend_masks = [text_mask(text) for text in legend]
+    legend_masks = [text_mask(_(text)) for text in legend]
     width = bar[1] + BAR_WIDTH + tick_w + label_mask.shape[1] + MARGIN
     for mask in legend_masks:
         width = max(width, bar[1] + BAR_WIDTH + 6 + mask.shape[1] + MARGIN)
@@ -274,7 +288,7 @@ def layout(
     frame[...] = WHITE
     lowest = {h % cols: h for h in range(heads)}  # column -> its lowest panel
     for h, (top, left) in enumerate(origins):
-        title = text_mask(f"head {h}", TITLE_PX)
+        title = text_mask(_("head {h}").format(h=h), TITLE_PX)
         paste_text(frame, title, top - title_h, left + (panel_w - title.shape[1]) // 2)
         if h % cols == 0:  # query labels, right-aligned, centred on their row
             for t in range(0, T, step):

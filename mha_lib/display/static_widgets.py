@@ -32,12 +32,16 @@ import re
 import sys
 from pathlib import Path
 
+from ..language import N_, translations
+
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 MARK = "mha_lib_static_widget"  # output metadata key that marks the outputs written here
-NOTE = "▶ Run this cell to use the interactive controls; until then, this is a static copy of what they showed."
-NOTE_NO_PICTURE = "▶ Run this cell to use the interactive controls (they need a running kernel)."
-PICTURE_TEXT = "<static copy of the widget's picture>"
+# msgids, written in the notebook's language (notebook_language): the server saves, not the kernel
+NOTE = N_("▶ Run this cell to use the interactive controls; until then, this is a static copy of what they showed.")
+NOTE_NO_PICTURE = N_("▶ Run this cell to use the interactive controls (they need a running kernel).")
+PICTURE_TEXT = N_("<static copy of the widget's picture>")
+LANGUAGE_FOLDERS = ("zh-CN",)  # notebooks/zh-CN/*.ipynb: the Chinese edition
 SERVER_EXTENSION = "mha_lib.display.static_widgets"  # a Jupyter server extension: it registers pre_save_hook
 
 
@@ -115,13 +119,27 @@ def _markdown_text(text: str) -> str:
     return re.sub(r"([\\`*_\[\]<>#|~])", r"\\\1", text)
 
 
-def static_outputs(output: dict, states: dict) -> list[dict]:
-    """The outputs that replace one widget output: a sentence, then every picture found in the widget's state."""
+def notebook_language(nb: dict, path=None) -> str:
+    """The language of a notebook's words: ``metadata.mha_lib.language`` when set, else ``"zh-CN"`` for a
+    notebook in a ``zh-CN`` folder (the Chinese edition), else ``"en"``."""
+    setting = nb.get("metadata", {}).get("mha_lib", {}) if isinstance(nb, dict) else {}
+    if isinstance(setting, dict) and setting.get("language") in ("en", "zh-CN"):
+        return setting["language"]
+    if path is not None and any(part in LANGUAGE_FOLDERS for part in Path(str(path)).parts[:-1]):
+        return next(part for part in Path(str(path)).parts[:-1] if part in LANGUAGE_FOLDERS)
+    return "en"
+
+
+def static_outputs(output: dict, states: dict, language: str = "en") -> list[dict]:
+    """The outputs that replace one widget output: a sentence, then every picture found in the widget's state.
+
+    ``language``: ``"en"`` or ``"zh-CN"``, the language of the sentence (see ``notebook_language``)."""
+    say = translations(language).gettext
     if not isinstance(output, dict) or not is_widget_output(output):
         raise ValueError(f"output must be a widget output (data with {WIDGET_VIEW!r}), got {output!r:.120}")
     found = {"pictures": [], "controls": [], "text": []}
     _walk(output["data"][WIDGET_VIEW].get("model_id", ""), states, found, set())
-    note = NOTE if found["pictures"] else NOTE_NO_PICTURE
+    note = say(NOTE if found["pictures"] else NOTE_NO_PICTURE)
     details = [line for line in ["  ·  ".join(found["controls"]), *found["text"]] if line]
     markdown = "\n\n".join([f"*{note}*", *(_markdown_text(d) for d in details)])
     mark = {MARK: True}
@@ -129,18 +147,20 @@ def static_outputs(output: dict, states: dict) -> list[dict]:
                 "data": {"text/markdown": markdown, "text/plain": "\n".join([note, *details])}}]
     for picture in found["pictures"]:
         outputs.append({"output_type": "display_data", "metadata": dict(mark),
-                        "data": {"image/png": picture, "text/plain": PICTURE_TEXT}})
+                        "data": {"image/png": picture, "text/plain": say(PICTURE_TEXT)}})
     return outputs
 
 
-def make_static(nb: dict, previous: dict | None = None) -> int:
+def make_static(nb: dict, previous: dict | None = None, language: str | None = None) -> int:
     """Rewrite every widget output of ``nb`` in place into a sentence and the widget's pictures.
 
     ``previous``: an older version of the same notebook (the file about to be overwritten); a widget output whose
     state was not saved takes the static copy of the cell with the same id there. Drops ``metadata.widgets``
-    once nothing refers to it. Returns the number of widget outputs rewritten.
+    once nothing refers to it. ``language``: of the sentences (default: ``notebook_language(nb)``). Returns the
+    number of widget outputs rewritten.
     """
     states = widget_states(nb)
+    language = notebook_language(nb) if language is None else language
     earlier = {}
     if previous is not None:
         for cell in _check_notebook(previous)["cells"]:
@@ -161,7 +181,7 @@ def make_static(nb: dict, previous: dict | None = None) -> int:
             if model_id not in states and cell.get("id") in earlier:
                 outputs.extend(copy.deepcopy(earlier.pop(cell["id"])))
             else:
-                outputs.extend(static_outputs(output, states))
+                outputs.extend(static_outputs(output, states, language))
         cell["outputs"] = outputs
     if count or not states:
         nb.get("metadata", {}).pop("widgets", None)
@@ -180,7 +200,7 @@ def pre_save_hook(model, path=None, contents_manager=None, **kwargs):
     except Exception:  # no such file, or not a file system manager: only the fallback picture is lost
         previous = None
     try:
-        make_static(model["content"], previous)
+        make_static(model["content"], previous, notebook_language(model["content"], path))
     except Exception as error:  # never block a save
         print(f"mha_lib.display.static_widgets: widget outputs of {path} kept as they were: {error}", file=sys.stderr)
 

@@ -57,13 +57,15 @@ from ..functional import attention_scores, masked_softmax, scale_scores, split_h
 from ..masks import additive_mask, causal_mask
 from ..modules import MultiHeadAttention
 from .plotting import colour_scale as _plotting_scale
+from ..language import Messages, N_, gettext as _, ngettext
 from ..runtime import one_thread
 from ..validation import check_divisible, check_positive_float, check_positive_int, divisors
 
 Tensor = torch.Tensor
 
 STAGES = ("scores", "scaled", "masked", "weights")
-STAGE_NAMES = {"scores": "raw scores", "scaled": "scaled", "masked": "masked", "weights": "softmax weights"}
+STAGE_NAMES = Messages({"scores": N_("raw scores"), "scaled": N_("scaled"), "masked": N_("masked"),
+                        "weights": N_("softmax weights")})  # read in the current language
 
 #: The sentences offered by default (label -> text). The second is the GPT-2-sized walkthrough's, in two scripts.
 BUILTIN_SENTENCES = {
@@ -193,12 +195,12 @@ def colour_scale(stage: str, values: Tensor, *, scaled: bool = True, tokens=None
     if _check_stage(stage) == "weights":
         scale = _plotting_scale(values, "weights", labels=tokens)
         top = min(1.0, math.ceil(scale.vmax * 10 - 1e-6) / 10)
-        return ColourScale(scale.cmap, 0.0, top, "attention weight", scale.note)
+        return ColourScale(scale.cmap, 0.0, top, _("attention weight"), scale.note)
     scale = _plotting_scale(values, "scores", labels=tokens)
     label = {
-        "scores": "score q·k",
-        "scaled": "score q·k / √Dh" if scaled else "score q·k (not scaled)",
-        "masked": "score after the mask",
+        "scores": _("score q·k"),
+        "scaled": _("score q·k / √Dh") if scaled else _("score q·k (not scaled)"),
+        "masked": _("score after the mask"),
     }[stage]
     return ColourScale(scale.cmap, scale.vmin, scale.vmax, label, scale.note)
 
@@ -231,26 +233,28 @@ def _describe(stage: str, num_heads: int, tokens, d_model: int, causal: bool, sc
     With ``values``, NaN entries are counted in a note; with ``scale``, its outlier note is passed on;
     ``controls=False`` (the static figure) leaves out what is said about the controls.
     """
-    parts = [f"{num_heads} head{'s' if num_heads > 1 else ''} × {len(tokens)} tokens",
+    parts = [ngettext("{heads} head × {tokens} tokens", "{heads} heads × {tokens} tokens", num_heads).format(
+                 heads=num_heads, tokens=len(tokens)),
              f"D = {d_model}, Dh = {d_model // num_heads}", STAGE_NAMES[stage]]
     notes = []
     if stage == "scores" and controls:
-        notes.append("scaling, mask and temperature come later: their controls are greyed out")
+        notes.append(_("scaling, mask and temperature come later: their controls are greyed out"))
     if stage == "scaled" and not scaled:
-        notes.append("scaling is off: same as the raw scores")
+        notes.append(_("scaling is off: same as the raw scores"))
     if stage == "scaled" and controls:
-        notes.append("the mask and the temperature come later: greyed out")
+        notes.append(_("the mask and the temperature come later: greyed out"))
     if stage == "masked" and not causal:
-        notes.append("causal mask is off: nothing is masked")
+        notes.append(_("causal mask is off: nothing is masked"))
     if stage == "weights":
-        parts.append(f"temperature {temperature:.2f}")
+        parts.append(_("temperature {temperature:.2f}").format(temperature=temperature))
     else:
-        notes.append("temperature acts in the softmax: pick the weights to see it"
+        notes.append(_("temperature acts in the softmax: pick the weights to see it")
                      if controls and (temperature != 1.0 or stage == "masked") else "")
     if values is not None:
         count = int(torch.isnan(values).sum())
         if count:
-            notes.append(f"{count} weights are NaN (the softmax overflowed): cross-hatched in red, not zeros")
+            notes.append(_("{count} weights are NaN (the softmax overflowed): cross-hatched in red, not zeros")
+                         .format(count=count))
     if scale is not None and scale.note:
         notes.append(scale.note)
     return " · ".join(parts), [note for note in notes if note]
@@ -349,23 +353,23 @@ def _explorer_class():
             low, high = min(TEMPERATURE_RANGE[0], temperature), max(TEMPERATURE_RANGE[1], temperature)
             self.controls = {
                 "sentence": widgets.Dropdown(options=list(choices.items()), value=next(iter(choices.values())),
-                                             description="sentence", style=wide,
+                                             description=_("sentence"), style=wide,
                                              layout=widgets.Layout(width="460px")),
                 "d_model": widgets.Dropdown(options=[(str(d), d) for d in sorted({*WIDTHS, d_model})],
-                                            value=d_model, description="model width D", style=wide,
+                                            value=d_model, description=_("model width D"), style=wide,
                                             layout=widgets.Layout(width="190px")),
                 "num_heads": widgets.ToggleButtons(options=[(str(h), h) for h in heads], value=num_heads,
-                                                   description="heads H", style={**wide, "button_width": "38px"}),
+                                                   description=_("heads H"), style={**wide, "button_width": "38px"}),
                 "stage": widgets.ToggleButtons(options=[(STAGE_NAMES[s], s) for s in STAGES],
-                                               value=_check_stage(stage), description="stage shown",
+                                               value=_check_stage(stage), description=_("stage shown"),
                                                style={**wide, "button_width": "128px"}),
-                "causal": widgets.Checkbox(value=_check_flag("causal", causal), description="causal mask",
+                "causal": widgets.Checkbox(value=_check_flag("causal", causal), description=_("causal mask"),
                                            indent=False, layout=widgets.Layout(width="130px")),
-                "scaled": widgets.Checkbox(value=_check_flag("scaled", scaled), description="scale by 1/√Dh",
+                "scaled": widgets.Checkbox(value=_check_flag("scaled", scaled), description=_("scale by 1/√Dh"),
                                            indent=False, layout=widgets.Layout(width="150px")),
                 "temperature": widgets.FloatLogSlider(value=temperature, base=10, min=math.log10(low),
                                                       max=math.log10(high), step=0.05, readout_format=".2f",
-                                                      description="temperature", style=wide,
+                                                      description=_("temperature"), style=wide,
                                                       continuous_update=True),
             }
             self.caption = widgets.HTML()

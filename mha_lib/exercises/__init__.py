@@ -35,6 +35,8 @@ from typing import Any, Callable, Mapping
 
 import torch
 
+from ..language import N_, gettext as _, ngettext
+
 PASS_MARK = "✅"
 FAIL_MARK = "❌"
 TODO_MARK = "⏳"
@@ -59,30 +61,38 @@ class Feedback:
     __repr__ = __str__  # a notebook shows the verdict, not a dataclass dump
 
 
-def passed(exercise: str, message: str = "correct.") -> Feedback:
-    return Feedback(exercise, True, message)
+def passed(exercise: str, message: str = N_("correct.")) -> Feedback:
+    """A right answer. ``message`` is shown in the current language (a message named with ``N_`` is translated
+    here; one already built with ``_(...).format(...)`` is shown as it is)."""
+    return Feedback(exercise, True, _(message))
 
 
 def failed(exercise: str, message: str) -> Feedback:
-    return Feedback(exercise, False, message)
+    """A wrong answer; ``message`` is translated as in :func:`passed`."""
+    return Feedback(exercise, False, _(message))
 
 
-NOT_CALLABLE = ("expected your function itself (something you can call), got {kind}. Pass the function without "
-                "calling it: check(my_function), not check(my_function(...)).")
-WRONG_PARAMETERS = ("your function cannot be called the way the exercise calls it, with {n} argument{s} "
-                    "({args}): {error}. Give it exactly the parameters the exercise names.")
-RETURNED_FEEDBACK = "your function returned a Feedback (a checker's verdict), not an answer: return the answer."
-NOT_A_TENSOR = "expected a torch.Tensor, got {kind}."
-TUPLE_ANSWER = ("expected a torch.Tensor, got {kind} ({n} item{s}): return the one result tensor only, "
-                "not several values in a {kind}.")
-COMPLEX_ANSWER = ("your result is complex (dtype {dtype}): every number here is real. Did a complex value sneak in "
-                  "(torch.complex, a 1j, torch.fft)?")
-SPARSE_ANSWER = ("your result is a sparse tensor (layout {layout}): return an ordinary dense tensor "
-                 "(.to_dense()); the checker compares every entry.")
-NO_VALUES = "your result lives on the 'meta' device: it has a shape but no values to check."
-NOT_FLOATING = ("your result has dtype {dtype}, expected floating-point numbers ({expected}): an integer or bool "
-                "tensor cannot hold these values. Compute with floats.")
-NOT_FINITE = "your result contains NaN or ±inf; the expected one has none."
+NOT_CALLABLE = N_("expected your function itself (something you can call), got {kind}. Pass the function without "
+                   "calling it: check(my_function), not check(my_function(...)).")
+# singular and plural (mha_lib.language.ngettext picks one for n)
+WRONG_PARAMETERS = ("your function cannot be called the way the exercise calls it, with {n} argument ({args}): "
+                    "{error}. Give it exactly the parameters the exercise names.",
+                    "your function cannot be called the way the exercise calls it, with {n} arguments ({args}): "
+                    "{error}. Give it exactly the parameters the exercise names.")
+RETURNED_FEEDBACK = N_("your function returned a Feedback (a checker's verdict), not an answer: return the answer.")
+NOT_A_TENSOR = N_("expected a torch.Tensor, got {kind}.")
+TUPLE_ANSWER = ("expected a torch.Tensor, got {kind} ({n} item): return the one result tensor only, not several "
+                "values in a {kind}.",
+                "expected a torch.Tensor, got {kind} ({n} items): return the one result tensor only, not several "
+                "values in a {kind}.")
+COMPLEX_ANSWER = N_("your result is complex (dtype {dtype}): every number here is real. Did a complex value sneak in "
+                     "(torch.complex, a 1j, torch.fft)?")
+SPARSE_ANSWER = N_("your result is a sparse tensor (layout {layout}): return an ordinary dense tensor "
+                    "(.to_dense()); the checker compares every entry.")
+NO_VALUES = N_("your result lives on the 'meta' device: it has a shape but no values to check.")
+NOT_FLOATING = N_("your result has dtype {dtype}, expected floating-point numbers ({expected}): an integer or bool "
+                   "tensor cannot hold these values. Compute with floats.")
+NOT_FINITE = N_("your result contains NaN or ±inf; the expected one has none.")
 
 
 def attempt(exercise: str, student_fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -99,7 +109,7 @@ def attempt(exercise: str, student_fn: Callable[..., Any], *args: Any, **kwargs:
     * the notebook's random state, default dtype and grad mode are the same after the call as before.
     """
     if not callable(student_fn):
-        return failed(exercise, NOT_CALLABLE.format(kind=_describe(student_fn)))
+        return failed(exercise, _(NOT_CALLABLE).format(kind=_describe(student_fn)))
     problem = _signature_problem(student_fn, args, kwargs)
     if problem:
         return failed(exercise, problem)
@@ -112,11 +122,12 @@ def attempt(exercise: str, student_fn: Callable[..., Any], *args: Any, **kwargs:
         raise
     except NotImplementedError as error:
         if _is_stub(error):
-            return Feedback(exercise, False, "not attempted yet: replace `raise NotImplementedError` with your "
-                            "code, then run this cell again.", attempted=False)
-        return failed(exercise, f"your function raised NotImplementedError: {_short(error)}")
+            return Feedback(exercise, False, _("not attempted yet: replace `raise NotImplementedError` with your "
+                                               "code, then run this cell again."), attempted=False)
+        return failed(exercise, _("your function raised NotImplementedError: {error}").format(error=_short(error)))
     except BaseException as error:  # noqa: BLE001 - any crash (SystemExit too) is feedback for the student
-        return failed(exercise, f"your function raised {type(error).__name__}: {_short(error)}")
+        return failed(exercise, _("your function raised {kind}: {error}").format(kind=type(error).__name__,
+                                                                                   error=_short(error)))
     finally:
         torch.set_default_dtype(dtype)
         torch.set_grad_enabled(grad)
@@ -131,7 +142,7 @@ def _describe(value: Any) -> str:
 
 
 def _short(error: BaseException) -> str:
-    text = str(error) or "(no message)"
+    text = str(error) or _("(no message)")
     return text if len(text) <= 300 else text[:300] + " ..."
 
 
@@ -146,15 +157,19 @@ def _signature_problem(fn: Callable[..., Any], args: tuple, kwargs: dict) -> str
     except TypeError as error:
         described = [_argument_name(a) for a in args] + [f"{k}=" + _argument_name(v) for k, v in kwargs.items()]
         n = len(described)
-        return WRONG_PARAMETERS.format(n=n, s="" if n == 1 else "s", args=", ".join(described), error=error)
+        return ngettext("your function cannot be called the way the exercise calls it, with {n} argument ({args}): "
+                        "{error}. Give it exactly the parameters the exercise names.",
+                        "your function cannot be called the way the exercise calls it, with {n} arguments ({args}): "
+                        "{error}. Give it exactly the parameters the exercise names.", n).format(
+            n=n, args=", ".join(described), error=error)
     return None
 
 
 def _argument_name(value: Any) -> str:
     if isinstance(value, torch.Tensor):
-        return f"a tensor {tuple(value.shape)}"
+        return _("a tensor {shape}").format(shape=tuple(value.shape))
     if isinstance(value, (list, tuple)):
-        return f"a {type(value).__name__} of {len(value)}"
+        return _("a {kind} of {n}").format(kind=type(value).__name__, n=len(value))
     return type(value).__name__
 
 
@@ -192,18 +207,21 @@ def _answer_problem(answer: Any, expected: torch.Tensor) -> str | None:
     """What makes ``answer`` impossible to compare with ``expected`` (or None): the messages a student reads."""
     if isinstance(answer, (tuple, list)):
         n = len(answer)
-        return TUPLE_ANSWER.format(kind=type(answer).__name__, n=n, s="" if n == 1 else "s")
+        return ngettext("expected a torch.Tensor, got {kind} ({n} item): return the one result tensor only, not "
+                        "several values in a {kind}.",
+                        "expected a torch.Tensor, got {kind} ({n} items): return the one result tensor only, not "
+                        "several values in a {kind}.", n).format(kind=type(answer).__name__, n=n)
     if not isinstance(answer, torch.Tensor):
-        return NOT_A_TENSOR.format(kind=type(answer).__name__)
+        return _(NOT_A_TENSOR).format(kind=type(answer).__name__)
     answer = _plain(answer)
     if answer.layout is not torch.strided:
-        return SPARSE_ANSWER.format(layout=answer.layout)
+        return _(SPARSE_ANSWER).format(layout=answer.layout)
     if answer.device.type == "meta":
         return NO_VALUES
     if answer.is_complex():
-        return COMPLEX_ANSWER.format(dtype=answer.dtype)
+        return _(COMPLEX_ANSWER).format(dtype=answer.dtype)
     if expected.is_floating_point() and not answer.is_floating_point():
-        return NOT_FLOATING.format(dtype=answer.dtype, expected=expected.dtype)
+        return _(NOT_FLOATING).format(dtype=answer.dtype, expected=expected.dtype)
     return None
 
 
@@ -224,7 +242,7 @@ def compare(
     mistakes: Mapping[str, torch.Tensor] | None = None,
     atol: float = 1e-5,
     rtol: float = 1e-4,
-    success: str = "correct.",
+    success: str = N_("correct."),
 ) -> Feedback:
     """Compare a student's tensor with the expected one and, when it differs, name the mistake it matches.
 
@@ -247,9 +265,10 @@ def compare(
     if answer.shape != expected.shape:
         for message, wrong in candidates.items():
             if wrong.shape == answer.shape and _close(answer, wrong, atol, rtol):
-                return failed(exercise, f"{message} (got shape {tuple(answer.shape)}, "
-                                        f"expected {tuple(expected.shape)}).")
-        return failed(exercise, f"wrong shape: got {tuple(answer.shape)}, expected {tuple(expected.shape)}.")
+                return failed(exercise, _("{message} (got shape {got}, expected {expected}).").format(
+                    message=_(message), got=tuple(answer.shape), expected=tuple(expected.shape)))
+        return failed(exercise, _("wrong shape: got {got}, expected {expected}.").format(
+            got=tuple(answer.shape), expected=tuple(expected.shape)))
     if not bool(_isfinite(answer.cpu()).all()) and bool(_isfinite(expected.cpu()).all()):
         for message, wrong in candidates.items():  # a known slip that makes NaN in the same places
             if not bool(_isfinite(wrong.cpu()).all()) and _close(answer, wrong, atol, rtol):
@@ -261,7 +280,8 @@ def compare(
         if wrong.shape == answer.shape and _close(answer, wrong, atol, rtol):
             return failed(exercise, message)
     gap = (answer.cpu().double() - expected.cpu().double()).abs().max().item()
-    return failed(exercise, f"right shape {tuple(expected.shape)}, wrong values (largest difference {gap:.3g}).")
+    return failed(exercise, _("right shape {shape}, wrong values (largest difference {gap:.3g}).").format(
+        shape=tuple(expected.shape), gap=gap))
 
 
 # Taken once, at import: a student's cell that rebinds torch.allclose or torch.isfinite cannot change a verdict.

@@ -18,32 +18,33 @@ from typing import Callable
 import torch
 
 from ..functional import attention_scores, explicit_attention, masked_softmax, scale_scores
+from ..language import N_, gettext as _
 from . import Feedback, attempt, compare, failed, passed
 
 Tensor = torch.Tensor
 
 # The messages a student reads; the tests assert them, so they are named once here. A message that can come with a
 # wrong shape has no final period: compare() appends "(got shape ..., expected ...)." to it.
-FORGOT_TRANSPOSE = "you forgot to transpose k: q @ k is not q @ kᵀ. Use k.transpose(-2, -1) (or k.T for a 2-D k)."
-SWAPPED_QK = ("you computed k @ qᵀ: row i then belongs to key i, not to query i. The scores are q @ kᵀ, "
-              "one row per query.")
-NO_SCALE = "you forgot the scaling: divide the scores by √Dh (math.sqrt(q.shape[-1])) before the softmax."
-DIVIDED_BY_DH = "you divided by Dh instead of √Dh: the scale is 1 / math.sqrt(Dh)."
-MULTIPLIED_BY_ROOT = "you multiplied by √Dh instead of dividing by it."
-SCALED_AFTER_SOFTMAX = "you scaled after the softmax: divide the scores first, then take the softmax."
-SOFTMAX_COLUMNS = ("softmax over the wrong dimension: yours makes every column sum to 1. Each query's row must "
-                   "sum to 1: use dim=-1, the keys' axis.")
-NO_SOFTMAX = "you returned the scaled scores: apply torch.softmax(..., dim=-1) to turn them into weights."
-NO_SOFTMAX_NO_SCALE = "you returned the raw scores q @ kᵀ: scale them by 1/√Dh, then take the softmax over dim=-1."
-BATCH_TIP = ("Tip: k.T reverses *every* dimension of a 3-D tensor; k.transpose(-2, -1) swaps the last two only, "
-             "for one sequence and for a batch alike.")
+FORGOT_TRANSPOSE = N_("you forgot to transpose k: q @ k is not q @ kᵀ. Use k.transpose(-2, -1) (or k.T for a 2-D k).")
+SWAPPED_QK = N_("you computed k @ qᵀ: row i then belongs to key i, not to query i. The scores are q @ kᵀ, "
+                 "one row per query.")
+NO_SCALE = N_("you forgot the scaling: divide the scores by √Dh (math.sqrt(q.shape[-1])) before the softmax.")
+DIVIDED_BY_DH = N_("you divided by Dh instead of √Dh: the scale is 1 / math.sqrt(Dh).")
+MULTIPLIED_BY_ROOT = N_("you multiplied by √Dh instead of dividing by it.")
+SCALED_AFTER_SOFTMAX = N_("you scaled after the softmax: divide the scores first, then take the softmax.")
+SOFTMAX_COLUMNS = N_("softmax over the wrong dimension: yours makes every column sum to 1. Each query's row must "
+                      "sum to 1: use dim=-1, the keys' axis.")
+NO_SOFTMAX = N_("you returned the scaled scores: apply torch.softmax(..., dim=-1) to turn them into weights.")
+NO_SOFTMAX_NO_SCALE = N_("you returned the raw scores q @ kᵀ: scale them by 1/√Dh, then take the softmax over dim=-1.")
+BATCH_TIP = N_("Tip: k.T reverses *every* dimension of a 3-D tensor; k.transpose(-2, -1) swaps the last two only, "
+                "for one sequence and for a batch alike.")
 
-RETURNED_WEIGHTS = "you returned the attention weights: multiply them by V = x @ w_v to get the context vectors"
-WEIGHTS_TIMES_X = "you multiplied the weights by x instead of by the values V = x @ w_v"
-SCALED_BY_INPUT_WIDTH = ("you divided by √D, the width of the input x, instead of √Dh, the width of one head "
-                         "(q.shape[-1]).")
-TRANSPOSED_WEIGHTS = ("you multiplied Aᵀ by V: use the weights as they are, A @ V, so that row i mixes the values "
-                      "for query i.")
+RETURNED_WEIGHTS = N_("you returned the attention weights: multiply them by V = x @ w_v to get the context vectors")
+WEIGHTS_TIMES_X = N_("you multiplied the weights by x instead of by the values V = x @ w_v")
+SCALED_BY_INPUT_WIDTH = N_("you divided by √D, the width of the input x, instead of √Dh, the width of one head "
+                            "(q.shape[-1]).")
+TRANSPOSED_WEIGHTS = N_("you multiplied Aᵀ by V: use the weights as they are, A @ V, so that row i mixes the values "
+                         "for query i.")
 
 
 def _weights_mistakes(q: Tensor, k: Tensor) -> dict[str, Tensor]:
@@ -90,9 +91,9 @@ def check_attention_weights(student_fn: Callable[[Tensor, Tensor], Tensor]) -> F
     answer = attempt(name, student_fn, qb, kb)
     verdict = answer if isinstance(answer, Feedback) else compare(name, answer, expected, mistakes=mistakes)
     if not verdict:
-        return failed(name, f"right for one (5, 5) sequence, but not for a batch q, k of shape (2, 6, 4): "
-                            f"{verdict.message} {BATCH_TIP}")
-    return passed(name, "correct: one row of weights per query, and every row sums to 1.")
+        return failed(name, _("right for one (5, 5) sequence, but not for a batch q, k of shape (2, 6, 4): "
+                              "{message} {tip}").format(message=verdict.message, tip=_(BATCH_TIP)))
+    return passed(name, N_("correct: one row of weights per query, and every row sums to 1."))
 
 
 def check_single_head(student_fn: Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]) -> Feedback:
@@ -125,7 +126,7 @@ def check_single_head(student_fn: Callable[[Tensor, Tensor, Tensor, Tensor], Ten
     if isinstance(answer, Feedback):
         return answer
     return compare(name, answer, expected, mistakes=mistakes,
-                   success="correct: each context vector is a weighted average of the value vectors.")
+                   success=N_("correct: each context vector is a weighted average of the value vectors."))
 
 
 __all__ = ["check_attention_weights", "check_single_head"]

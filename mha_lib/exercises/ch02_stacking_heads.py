@@ -18,6 +18,7 @@ from torch import nn
 
 from ..data import journey_batch
 from ..modules import CausalAttention, MultiHeadAttentionWrapper
+from ..language import N_, gettext as _
 from . import Feedback, attempt, compare, failed, passed
 
 Tensor = torch.Tensor
@@ -26,23 +27,23 @@ BOOK_SEED = 123
 
 # What a student reads; the tests assert these texts. Messages that can come with a wrong shape have no final
 # period: compare() appends "(got shape ..., expected ...)." to them.
-SAME_HEAD = ("all your heads are one and the same module ([CausalAttention(...)] * num_heads repeats one object), "
-             "so every head gives the same output. Create a new CausalAttention in each loop iteration.")
-CAT_TOKENS = "you concatenated along dim=1, the tokens: the heads' outputs go side by side on the features, dim=-1"
-CAT_BATCH = "you concatenated along dim=0, the batch: the heads' outputs go side by side on the features, dim=-1"
-STACKED = ("you stacked the heads (torch.stack adds a new dimension) instead of concatenating them: "
-           "torch.cat(..., dim=-1) keeps (B, T, ·) and widens the last dimension")
-KEEP_COLUMNS = "concatenate them with torch.cat(..., dim=-1) so that each head keeps its own columns"
-SUMMED = f"you added the heads' outputs: {KEEP_COLUMNS}"
+SAME_HEAD = N_("all your heads are one and the same module ([CausalAttention(...)] * num_heads repeats one object), "
+                "so every head gives the same output. Create a new CausalAttention in each loop iteration.")
+CAT_TOKENS = N_("you concatenated along dim=1, the tokens: the heads' outputs go side by side on the features, dim=-1")
+CAT_BATCH = N_("you concatenated along dim=0, the batch: the heads' outputs go side by side on the features, dim=-1")
+STACKED = N_("you stacked the heads (torch.stack adds a new dimension) instead of concatenating them: "
+              "torch.cat(..., dim=-1) keeps (B, T, ·) and widens the last dimension")
+KEEP_COLUMNS = N_("concatenate them with torch.cat(..., dim=-1) so that each head keeps its own columns")
+SUMMED = f"you added the heads' outputs: {KEEP_COLUMNS}"  # English; shown as _summed() / _averaged()
 AVERAGED = f"you averaged the heads' outputs: {KEEP_COLUMNS}"
-D_OUT_TOTAL = ("each of your heads is d_out // num_heads wide: you read d_out as the total width, as "
-               "MultiHeadAttention does. In the wrapper d_out is the width of ONE head; the output is "
-               "num_heads * d_out wide")
-NOT_REGISTERED = ("the numbers are right, but the layer has no parameters: a plain Python list hides the heads "
-                  "from .parameters(), .to(device) and the optimiser. Keep them in an nn.ModuleList.")
-NOT_A_MODULE = "your class must subclass nn.Module (and call super().__init__() first)."
-SEED_HINT = ("Build each head with mha_lib.CausalAttention(d_in, d_out, context_length, dropout, qkv_bias), one "
-             "after the other, so that torch.manual_seed(123) gives the book's weights.")
+D_OUT_TOTAL = N_("each of your heads is d_out // num_heads wide: you read d_out as the total width, as "
+                  "MultiHeadAttention does. In the wrapper d_out is the width of ONE head; the output is "
+                  "num_heads * d_out wide")
+NOT_REGISTERED = N_("the numbers are right, but the layer has no parameters: a plain Python list hides the heads "
+                     "from .parameters(), .to(device) and the optimiser. Keep them in an nn.ModuleList.")
+NOT_A_MODULE = N_("your class must subclass nn.Module (and call super().__init__() first).")
+SEED_HINT = N_("Build each head with mha_lib.CausalAttention(d_in, d_out, context_length, dropout, qkv_bias), one "
+                "after the other, so that torch.manual_seed(123) gives the book's weights.")
 
 
 def _seeded(build: Callable[[], object]) -> object:
@@ -65,11 +66,12 @@ def _mistakes(d_in: int, d_out: int, context_length: int, num_heads: int, x: Ten
         SAME_HEAD: torch.cat([outs[0]] * num_heads, dim=-1),
         CAT_TOKENS: torch.cat(outs, dim=1),  # (B, H·T, d_out)
         CAT_BATCH: torch.cat(outs, dim=0),  # (H·B, T, d_out)
-        SUMMED: torch.stack(outs).sum(dim=0),  # (B, T, d_out)
-        AVERAGED: torch.stack(outs).mean(dim=0),
+        _("you added the heads' outputs: {advice}").format(advice=_(KEEP_COLUMNS)): torch.stack(outs).sum(dim=0),
+        _("you averaged the heads' outputs: {advice}").format(advice=_(KEEP_COLUMNS)): torch.stack(outs).mean(dim=0),
     }
     for dim in (0, 1, 2, -1):  # every place torch.stack can put the new head axis
-        mistakes[f"{STACKED}; yours is torch.stack(..., dim={dim})"] = torch.stack(outs, dim=dim)
+        mistakes[_("{stacked}; yours is torch.stack(..., dim={dim})").format(stacked=_(STACKED), dim=dim)] = \
+            torch.stack(outs, dim=dim)
     if d_out % num_heads == 0:
         narrow = _heads_outputs(d_in, d_out // num_heads, context_length, num_heads, x)
         mistakes[D_OUT_TOTAL] = torch.cat(narrow, dim=-1)  # (B, T, d_out)
@@ -122,17 +124,20 @@ def check_wrapper(student_cls) -> Feedback:
         verdict = compare(name, answer, expected, mistakes=mistakes)
         if not verdict:
             message = verdict.message
-            if message.startswith("right shape"):
-                message += " " + SEED_HINT
-            where = "on the book's example" if number == 0 else f"with {config}, input {tuple(x.shape)}"
-            return failed(name, f"{where}: {message}")
+            if message.startswith(_("right shape {shape}, wrong values (largest difference {gap:.3g}).")
+                                  .split("{")[0]):  # compare()'s "right shape ..., wrong values" message
+                message += " " + _(SEED_HINT)
+            where = _("on the book's example") if number == 0 else _("with {config}, input {shape}").format(
+                config=config, shape=tuple(x.shape))
+            return failed(name, _("{where}: {message}").format(where=where, message=message))
         got, wanted = _parameter_count(layer), _parameter_count(reference)
         if got == 0:
             return failed(name, NOT_REGISTERED)
         if got != wanted:
-            return failed(name, f"the numbers are right, but the layer has {got} parameters instead of {wanted} "
-                                f"(num_heads × 3 × d_in × d_out): did you add layers the wrapper does not have?")
-    return passed(name, "correct: the book's numbers, shape (2, 6, 4), and every head has its own weights.")
+            return failed(name, _("the numbers are right, but the layer has {got} parameters instead of {wanted} "
+                                  "(num_heads × 3 × d_in × d_out): did you add layers the wrapper does not have?")
+                          .format(got=got, wanted=wanted))
+    return passed(name, N_("correct: the book's numbers, shape (2, 6, 4), and every head has its own weights."))
 
 
 __all__ = ["check_wrapper"]

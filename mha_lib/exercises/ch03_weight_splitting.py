@@ -13,17 +13,18 @@ from __future__ import annotations
 import torch
 
 from ..functional import merge_heads, split_heads
+from ..language import N_, gettext as _
 from . import Feedback, attempt, compare, failed
 
 B, T, H, Dh, D_IN = 2, 5, 3, 4, 5
 D = H * Dh
 
 NOT_CONTIGUOUS = (
-    "`view` refused a non-contiguous tensor: after `transpose` the elements are no longer stored in the order "
-    "that `view` reads them in."
+    N_("`view` refused a non-contiguous tensor: after `transpose` the elements are no longer stored in the order "
+       "that `view` reads them in.")
 )
-FIX_SPLIT = " In split_heads, view first, (B, T, D) -> (B, T, H, Dh), and transpose after."
-FIX_MERGE = " Call `.contiguous()` before `.view(...)` (or use `.reshape(...)`, which copies when it must)."
+FIX_SPLIT = N_(" In split_heads, view first, (B, T, D) -> (B, T, H, Dh), and transpose after.")
+FIX_MERGE = N_(" Call `.contiguous()` before `.view(...)` (or use `.reshape(...)`, which copies when it must).")
 
 
 def _random(*shape: int, seed: int) -> torch.Tensor:
@@ -34,7 +35,7 @@ def _attempt(exercise: str, fix: str, student_fn, *args):
     """``attempt``, plus a name for the most common crash of this chapter: ``view`` after ``transpose``."""
     answer = attempt(exercise, student_fn, *args)
     if isinstance(answer, Feedback) and answer.attempted and "view size is not compatible" in answer.message:
-        return failed(exercise, NOT_CONTIGUOUS + fix)
+        return failed(exercise, _(NOT_CONTIGUOUS) + _(fix))
     return answer
 
 
@@ -43,8 +44,8 @@ def _transposed_wrong(x: torch.Tensor) -> dict[str, torch.Tensor]:
     names = ("B", "T", "H", "Dh")
     viewed = x.view(B, T, H, Dh)
     return {
-        f"you transposed dimensions {i} and {j} ({names[i]} and {names[j]}); after view(B, T, H, Dh) swap T and H "
-        f"with .transpose(1, 2)": viewed.transpose(i, j)
+        _("you transposed dimensions {i} and {j} ({first} and {second}); after view(B, T, H, Dh) swap T and H "
+          "with .transpose(1, 2)").format(i=i, j=j, first=names[i], second=names[j]): viewed.transpose(i, j)
         for i, j in ((0, 1), (0, 2), (0, 3), (1, 3), (2, 3))
     }
 
@@ -55,19 +56,19 @@ def check_split_heads(student_fn) -> Feedback:
     x = _random(B, T, D, seed=3)
     expected = split_heads(x, H)  # (B, H, T, Dh), before the student's function runs
     mistakes = {
-        "you viewed straight to (B, H, T, Dh): that cuts the token axis, not the features, so a 'head' holds "
-        "pieces of several tokens. View to (B, T, H, Dh) first, then .transpose(1, 2)": x.view(B, H, T, Dh),
-        "you forgot the transpose: this is (B, T, H, Dh). Bring the heads in front of the tokens with "
-        ".transpose(1, 2)": x.view(B, T, H, Dh),
-        "you cut the features as (Dh, H) instead of (H, Dh): head h got every H-th feature instead of the "
-        "contiguous slice h·Dh … (h+1)·Dh - 1": x.view(B, T, Dh, H).permute(0, 3, 1, 2),
+        N_("you viewed straight to (B, H, T, Dh): that cuts the token axis, not the features, so a 'head' holds "
+           "pieces of several tokens. View to (B, T, H, Dh) first, then .transpose(1, 2)"): x.view(B, H, T, Dh),
+        N_("you forgot the transpose: this is (B, T, H, Dh). Bring the heads in front of the tokens with "
+           ".transpose(1, 2)"): x.view(B, T, H, Dh),
+        N_("you cut the features as (Dh, H) instead of (H, Dh): head h got every H-th feature instead of the "
+           "contiguous slice h·Dh … (h+1)·Dh - 1"): x.view(B, T, Dh, H).permute(0, 3, 1, 2),
         **_transposed_wrong(x),
     }
     answer = _attempt(exercise, FIX_SPLIT, student_fn, x, H)  # attempt hands over a copy of x
     if isinstance(answer, Feedback):
         return answer
     return compare(exercise, answer, expected, mistakes=mistakes,
-                   success="correct: head h of token t holds x[b, t, h·Dh:(h+1)·Dh].")
+                   success=N_("correct: head h of token t holds x[b, t, h·Dh:(h+1)·Dh]."))
 
 
 def check_merge_heads(student_fn) -> Feedback:
@@ -76,22 +77,22 @@ def check_merge_heads(student_fn) -> Feedback:
     heads = _random(B, H, T, Dh, seed=4)  # contiguous, like the output of weights @ v
     expected = merge_heads(heads)  # (B, T, D)
     mistakes = {
-        "you flattened (B, H, T, Dh) straight to (B, T, D) without moving the heads back behind the tokens: "
-        "each output row now mixes pieces of several tokens. Call .transpose(1, 2) first": heads.reshape(B, T, D),
-        "you moved the heads back but did not glue them together: (B, T, H, Dh) still needs "
-        ".contiguous().view(B, T, H * Dh)": heads.transpose(1, 2),
-        "you transposed T and Dh (dimensions 2 and 3) instead of H and T (dimensions 1 and 2)":
+        N_("you flattened (B, H, T, Dh) straight to (B, T, D) without moving the heads back behind the tokens: "
+           "each output row now mixes pieces of several tokens. Call .transpose(1, 2) first"): heads.reshape(B, T, D),
+        N_("you moved the heads back but did not glue them together: (B, T, H, Dh) still needs "
+           ".contiguous().view(B, T, H * Dh)"): heads.transpose(1, 2),
+        N_("you transposed T and Dh (dimensions 2 and 3) instead of H and T (dimensions 1 and 2)"):
             heads.transpose(2, 3).reshape(B, T, D),
-        "you put Dh before H: the output interleaves the heads (feature 0 of every head, then feature 1, …) "
-        "instead of head 0's block, then head 1's": heads.permute(0, 2, 3, 1).reshape(B, T, D),
-        "you concatenated the heads along the token axis; concatenate along the features (dim=-1)":
+        N_("you put Dh before H: the output interleaves the heads (feature 0 of every head, then feature 1, …) "
+           "instead of head 0's block, then head 1's"): heads.permute(0, 2, 3, 1).reshape(B, T, D),
+        N_("you concatenated the heads along the token axis; concatenate along the features (dim=-1)"):
             torch.cat(heads.unbind(1), dim=1),
     }
     answer = _attempt(exercise, FIX_MERGE, student_fn, heads)
     if isinstance(answer, Feedback):
         return answer
     return compare(exercise, answer, expected, mistakes=mistakes,
-                   success="correct: merge_heads(split_heads(x, H)) gives x back.")
+                   success=N_("correct: merge_heads(split_heads(x, H)) gives x back."))
 
 
 def check_stack_head_weights(student_fn) -> Feedback:
@@ -100,21 +101,21 @@ def check_stack_head_weights(student_fn) -> Feedback:
     head_weights = [_random(Dh, D_IN, seed=10 + h) for h in range(H)]
     expected = torch.cat(head_weights, dim=0)  # (H·Dh, d_in)
     mistakes = {
-        "you concatenated along the input axis (dim=1). A Linear's weight is (out_features, in_features): the "
-        "heads' rows stack along dim=0": torch.cat(head_weights, dim=1),
-        "you stacked into a new axis, (H, Dh, d_in); concatenate the rows instead with torch.cat(..., dim=0)":
+        N_("you concatenated along the input axis (dim=1). A Linear's weight is (out_features, in_features): the "
+           "heads' rows stack along dim=0"): torch.cat(head_weights, dim=1),
+        N_("you stacked into a new axis, (H, Dh, d_in); concatenate the rows instead with torch.cat(..., dim=0)"):
             torch.stack(head_weights),
-        "you built the transposed matrix (d_in, H·Dh); nn.Linear stores (out_features, in_features)":
+        N_("you built the transposed matrix (d_in, H·Dh); nn.Linear stores (out_features, in_features)"):
             torch.cat(head_weights, dim=0).T,
-        "the heads are in reverse order: head 0's rows must come first": torch.cat(head_weights[::-1], dim=0),
-        "the rows are interleaved (row 0 of every head, then row 1, …): each head must own one block of Dh "
-        "consecutive rows": torch.stack(head_weights, dim=1).reshape(D, D_IN),
+        N_("the heads are in reverse order: head 0's rows must come first"): torch.cat(head_weights[::-1], dim=0),
+        N_("the rows are interleaved (row 0 of every head, then row 1, …): each head must own one block of Dh "
+           "consecutive rows"): torch.stack(head_weights, dim=1).reshape(D, D_IN),
     }
     answer = attempt(exercise, student_fn, head_weights)  # a new list of copies
     if isinstance(answer, Feedback):
         return answer
     return compare(exercise, answer, expected, mistakes=mistakes,
-                   success="correct: head h owns rows h·Dh … (h+1)·Dh - 1, as in mha_lib.split_from_wrapper.")
+                   success=N_("correct: head h owns rows h·Dh … (h+1)·Dh - 1, as in mha_lib.split_from_wrapper."))
 
 
 __all__ = ["check_merge_heads", "check_split_heads", "check_stack_head_weights"]

@@ -17,31 +17,32 @@ from typing import Callable
 import torch
 
 from ..functional import attention_scores, scale_factor, split_heads
+from ..language import N_, gettext as _
 from . import Feedback, attempt, compare, failed, passed
 
 Tensor = torch.Tensor
 
 # The messages a student reads; the tests assert them, so they are named once here.
-JACOBIAN_NO_DIAGONAL = ("you wrote -p pᵀ only: the diagonal term is missing. ∂p_i/∂s_j = p_i (δ_ij - p_j), "
-                        "so J = diag(p) - p pᵀ.")
-JACOBIAN_DIAGONAL_ONLY = "you wrote diag(p) only: subtract the outer product p pᵀ (every p_i depends on every s_j)."
-JACOBIAN_SIGN = "the sign is flipped: J = diag(p) - p pᵀ, not p pᵀ - diag(p)."
-JACOBIAN_NO_OFF_DIAGONAL = ("your diagonal p_i (1 - p_i) is right, but the off-diagonal entries -p_i p_j are "
-                            "missing: raising one score lowers every other weight.")
-JACOBIAN_ELEMENTWISE = ("you subtracted p * p (element by element, broadcast over the rows) where the outer "
-                        "product p[:, None] * p[None, :] (or torch.outer(p, p)) was meant.")
+JACOBIAN_NO_DIAGONAL = N_("you wrote -p pᵀ only: the diagonal term is missing. ∂p_i/∂s_j = p_i (δ_ij - p_j), "
+                           "so J = diag(p) - p pᵀ.")
+JACOBIAN_DIAGONAL_ONLY = N_("you wrote diag(p) only: subtract the outer product p pᵀ (every p_i depends on every s_j).")
+JACOBIAN_SIGN = N_("the sign is flipped: J = diag(p) - p pᵀ, not p pᵀ - diag(p).")
+JACOBIAN_NO_OFF_DIAGONAL = N_("your diagonal p_i (1 - p_i) is right, but the off-diagonal entries -p_i p_j are "
+                               "missing: raising one score lowers every other weight.")
+JACOBIAN_ELEMENTWISE = N_("you subtracted p * p (element by element, broadcast over the rows) where the outer "
+                           "product p[:, None] * p[None, :] (or torch.outer(p, p)) was meant.")
 
-NO_SCALE = "you forgot the scaling: divide the scores by √Dh, the width of one head."
-SCALED_BY_MODEL_WIDTH = ("you divided by √D, the width of all heads together (q.shape[-1] *before* the split), "
-                         "instead of √Dh, the width of one head.")
-SCALED_BY_INPUT_WIDTH = ("you divided by √D_in, the width of the input x, instead of √Dh, the width of one head. "
-                         "The key-padding tutorial makes this slip (key_dim ** 0.5).")
-DIVIDED_BY_DH = "you divided by Dh instead of √Dh: the scale is 1 / math.sqrt(Dh)."
-MULTIPLIED_BY_ROOT = "you multiplied by √Dh instead of dividing by it."
-NOT_SPLIT = ("you computed one score matrix over the full width: split q and k into num_heads heads first, "
-             "(B, T, D) -> (B, H, T, Dh), e.g. with mha_lib.split_heads.")
-VIEWED_WITHOUT_TRANSPOSE = ("you reshaped straight to (B, H, T, Dh), which mixes features of different tokens into "
-                            "one head: view as (B, T, H, Dh) first, then transpose(1, 2) (chapter 3).")
+NO_SCALE = N_("you forgot the scaling: divide the scores by √Dh, the width of one head.")
+SCALED_BY_MODEL_WIDTH = N_("you divided by √D, the width of all heads together (q.shape[-1] *before* the split), "
+                            "instead of √Dh, the width of one head.")
+SCALED_BY_INPUT_WIDTH = N_("you divided by √D_in, the width of the input x, instead of √Dh, the width of one head. "
+                            "The key-padding tutorial makes this slip (key_dim ** 0.5).")
+DIVIDED_BY_DH = N_("you divided by Dh instead of √Dh: the scale is 1 / math.sqrt(Dh).")
+MULTIPLIED_BY_ROOT = N_("you multiplied by √Dh instead of dividing by it.")
+NOT_SPLIT = N_("you computed one score matrix over the full width: split q and k into num_heads heads first, "
+                "(B, T, D) -> (B, H, T, Dh), e.g. with mha_lib.split_heads.")
+VIEWED_WITHOUT_TRANSPOSE = N_("you reshaped straight to (B, H, T, Dh), which mixes features of different tokens into "
+                               "one head: view as (B, T, H, Dh) first, then transpose(1, 2) (chapter 3).")
 
 
 def _softmax_jacobian(scores: Tensor) -> Tensor:
@@ -75,7 +76,7 @@ def check_softmax_jacobian(student_fn: Callable[[Tensor], Tensor]) -> Feedback:
         verdict = compare(name, answer, expected, mistakes=mistakes, atol=1e-6)
         if not verdict:
             return verdict
-    return passed(name, "correct: J = diag(p) - p pᵀ. Each row sums to 0, and J is nearly 0 once p is one-hot.")
+    return passed(name, N_("correct: J = diag(p) - p pᵀ. Each row sums to 0, and J is nearly 0 once p is one-hot."))
 
 
 def _head_scores_mistakes(x: Tensor, w_q: Tensor, w_k: Tensor, num_heads: int) -> dict[str, Tensor]:
@@ -118,9 +119,9 @@ def check_scaled_head_scores(student_fn: Callable[[Tensor, Tensor, Tensor, int],
             return answer
         verdict = compare(name, answer, expected, mistakes=mistakes)
         if not verdict:
-            sizes = f"(with B={B}, T={T}, D_in={D_in}, D={D}, num_heads={H}, so Dh={D // H}) "
-            return failed(name, sizes + verdict.message)
-    return passed(name, "correct: every head's scores are divided by √Dh, the width of that head.")
+            return failed(name, _("(with B={B}, T={T}, D_in={D_in}, D={D}, num_heads={H}, so Dh={Dh}) {message}")
+                          .format(B=B, T=T, D_in=D_in, D=D, H=H, Dh=D // H, message=verdict.message))
+    return passed(name, N_("correct: every head's scores are divided by √Dh, the width of that head."))
 
 
 __all__ = ["check_scaled_head_scores", "check_softmax_jacobian"]

@@ -16,51 +16,52 @@ import torch
 
 from ..functional import masked_softmax
 from ..masks import causal_mask, mask_from_key_padding
+from ..language import N_, gettext as _
 from . import Feedback, attempt, compare, failed, passed, refuse
 
 Tensor = torch.Tensor
 NEG_INF = float("-inf")
 
 # The messages a student reads; the tests assert them, so they are named once here.
-MASKED_DIAGONAL_NAN = ("row 0 is all NaN: a whole row was -inf. Did you mask the diagonal? Query t may see keys "
-                       "0..t, itself included: block only the strict upper triangle, "
-                       "torch.triu(..., diagonal=1) (or keep torch.tril(...)).")
-MASKED_DIAGONAL_FINITE = ("you masked the diagonal too: every token lost its own key, and row 0, with every key "
-                          "blocked, spread its weight evenly over all the keys, the future included. Block only "
-                          "the strict upper triangle, torch.triu(..., diagonal=1).")
-INVERTED = ("your mask is upside down: each query sees the future and not the past. Keep torch.tril(...) (the "
-            "lower triangle), or block torch.triu(..., diagonal=1).")
-ZERO_FILL = ("you filled the blocked scores with 0: exp(0) = 1, so future tokens still get weight. Fill with "
-             "float('-inf'): exp(-inf) = 0.")
-AFTER_SOFTMAX = ("you zeroed the future weights after the softmax without renormalising: the rows no longer sum "
-                 "to 1. Mask the scores with -inf before the softmax (or divide each row by its new sum).")
-KEEP_MASK_FILLED = ("the last row is all NaN: you passed the keep mask (True = may attend) straight to masked_fill, "
-                    "which fills where the mask is True. Every query lost its past and itself, and the last query, "
-                    "whose keys are all in its past, had nothing left. Fill where the keep mask is False: "
-                    "scores.masked_fill(~keep, float('-inf')), or block torch.triu(..., diagonal=1).")
-KEEP_MASK_FILLED_FINITE = ("you passed the keep mask (True = may attend) straight to masked_fill, which fills where "
-                           "the mask is True: every query lost its past and itself and sees only the future (the "
-                           "last query, with every key filled, spread its weight evenly). Fill where the keep mask "
-                           "is False: scores.masked_fill(~keep, ...), or block torch.triu(..., diagonal=1).")
-NO_MASK = "you applied no mask: every query still sees the future. Fill the scores above the diagonal with -inf."
-SOFTMAX_COLUMNS = "softmax over the wrong dimension: each query's row must sum to 1, use dim=-1."
-BATCH_TIP = ("Tip: build the mask from scores.shape[-2] and scores.shape[-1] (queries, keys), and let it "
-             "broadcast over the leading dimensions.")
+MASKED_DIAGONAL_NAN = N_("row 0 is all NaN: a whole row was -inf. Did you mask the diagonal? Query t may see keys "
+                          "0..t, itself included: block only the strict upper triangle, "
+                          "torch.triu(..., diagonal=1) (or keep torch.tril(...)).")
+MASKED_DIAGONAL_FINITE = N_("you masked the diagonal too: every token lost its own key, and row 0, with every key "
+                             "blocked, spread its weight evenly over all the keys, the future included. Block only "
+                             "the strict upper triangle, torch.triu(..., diagonal=1).")
+INVERTED = N_("your mask is upside down: each query sees the future and not the past. Keep torch.tril(...) (the "
+               "lower triangle), or block torch.triu(..., diagonal=1).")
+ZERO_FILL = N_("you filled the blocked scores with 0: exp(0) = 1, so future tokens still get weight. Fill with "
+                "float('-inf'): exp(-inf) = 0.")
+AFTER_SOFTMAX = N_("you zeroed the future weights after the softmax without renormalising: the rows no longer sum "
+                    "to 1. Mask the scores with -inf before the softmax (or divide each row by its new sum).")
+KEEP_MASK_FILLED = N_("the last row is all NaN: you passed the keep mask (True = may attend) straight to masked_fill, "
+                       "which fills where the mask is True. Every query lost its past and itself, and the last query, "
+                       "whose keys are all in its past, had nothing left. Fill where the keep mask is False: "
+                       "scores.masked_fill(~keep, float('-inf')), or block torch.triu(..., diagonal=1).")
+KEEP_MASK_FILLED_FINITE = N_("you passed the keep mask (True = may attend) straight to masked_fill, which fills where "
+                              "the mask is True: every query lost its past and itself and sees only the future (the "
+                              "last query, with every key filled, spread its weight evenly). Fill where the keep mask "
+                              "is False: scores.masked_fill(~keep, ...), or block torch.triu(..., diagonal=1).")
+NO_MASK = N_("you applied no mask: every query still sees the future. Fill the scores above the diagonal with -inf.")
+SOFTMAX_COLUMNS = N_("softmax over the wrong dimension: each query's row must sum to 1, use dim=-1.")
+BATCH_TIP = N_("Tip: build the mask from scores.shape[-2] and scores.shape[-1] (queries, keys), and let it "
+                "broadcast over the leading dimensions.")
 
-NOT_BOOL = "return a torch.bool keep mask (True = may attend), got dtype {dtype}."
-THREE_D = ("return a 4-D mask (B, 1, T, T): a 3-D (B, T, T) mask would line its batch axis up with the heads "
-           "axis of the scores (B, H, T, S).")
-PADDING_NOT_INVERTED = ("in key_padding_mask True means *padding*: you used it as if True meant keep. Invert it "
-                        "(~key_padding_mask) before combining it with the causal mask.")
-USED_OR = ("you combined the masks with OR: a key must be both in the past AND not padding. Use & "
-           "(mha_lib.combine_masks does the same).")
-PADDING_ON_QUERIES = ("you blocked the padded *queries* (rows) instead of the padded *keys* (columns): the padding "
-                      "mask is (B, S) over keys, so it becomes (B, 1, 1, S).")
-CAUSAL_INVERTED = "your causal part is upside down: keep the lower triangle, torch.tril(...)."
-NO_CAUSAL = "the causal part is missing: padding alone still lets every query see the future."
-NO_PADDING = "the padding part is missing: queries may still attend to the padded keys."
-DIAGONAL_BLOCKED = ("you blocked the diagonal: every query must keep its own key (torch.tril keeps it; "
-                    "triu(..., diagonal=1) is what is blocked).")
+NOT_BOOL = N_("return a torch.bool keep mask (True = may attend), got dtype {dtype}.")
+THREE_D = N_("return a 4-D mask (B, 1, T, T): a 3-D (B, T, T) mask would line its batch axis up with the heads "
+              "axis of the scores (B, H, T, S).")
+PADDING_NOT_INVERTED = N_("in key_padding_mask True means *padding*: you used it as if True meant keep. Invert it "
+                           "(~key_padding_mask) before combining it with the causal mask.")
+USED_OR = N_("you combined the masks with OR: a key must be both in the past AND not padding. Use & "
+              "(mha_lib.combine_masks does the same).")
+PADDING_ON_QUERIES = N_("you blocked the padded *queries* (rows) instead of the padded *keys* (columns): the padding "
+                         "mask is (B, S) over keys, so it becomes (B, 1, 1, S).")
+CAUSAL_INVERTED = N_("your causal part is upside down: keep the lower triangle, torch.tril(...).")
+NO_CAUSAL = N_("the causal part is missing: padding alone still lets every query see the future.")
+NO_PADDING = N_("the padding part is missing: queries may still attend to the padded keys.")
+DIAGONAL_BLOCKED = N_("you blocked the diagonal: every query must keep its own key (torch.tril keeps it; "
+                       "triu(..., diagonal=1) is what is blocked).")
 
 
 def _causal_weights_mistakes(scores: Tensor) -> dict[str, Tensor]:
@@ -117,10 +118,11 @@ def check_causal_weights(student_fn: Callable[[Tensor], Tensor]) -> Feedback:
             name, answer, scores, expected, mistakes)
         if not verdict:
             if len(shape) > 2:
-                return failed(name, f"right for one (5, 5) matrix, but not for scores of shape {shape}: "
-                                    f"{verdict.message} {BATCH_TIP}")
+                return failed(name, _("right for one (5, 5) matrix, but not for scores of shape {shape}: "
+                                      "{message} {tip}").format(shape=shape, message=verdict.message,
+                                                                tip=_(BATCH_TIP)))
             return verdict
-    return passed(name, "correct: each row sums to 1 over the keys 0..t, and the future gets exactly 0.")
+    return passed(name, N_("correct: each row sums to 1 over the keys 0..t, and the future gets exactly 0."))
 
 
 def _padded_causal_candidates(padding: Tensor, T: int) -> tuple[Tensor, dict[str, Tensor]]:
@@ -165,7 +167,7 @@ def check_padded_causal_mask(student_fn: Callable[[Tensor, int], Tensor]) -> Fee
         if refused is not None:  # a Feedback is falsy when failed: test for None
             return refused
         if answer.dtype != torch.bool:
-            return failed(name, NOT_BOOL.format(dtype=answer.dtype))
+            return failed(name, _(NOT_BOOL).format(dtype=answer.dtype))
         if answer.dim() == 3 and answer.shape[0] == B:
             return failed(name, THREE_D)
         if answer.dim() == 4 and answer.shape[0] in (1, B):
@@ -175,8 +177,9 @@ def check_padded_causal_mask(student_fn: Callable[[Tensor, int], Tensor]) -> Fee
                 pass
         verdict = compare(name, answer.float(), expected.float(), mistakes=mistakes)
         if not verdict:
-            return failed(name, f"(key_padding_mask of shape {tuple(padding.shape)}) {verdict.message}")
-    return passed(name, "correct: each query sees its past and itself, and never a padded key.")
+            return failed(name, _("(key_padding_mask of shape {shape}) {message}").format(
+                shape=tuple(padding.shape), message=verdict.message))
+    return passed(name, N_("correct: each query sees its past and itself, and never a padded key."))
 
 
 __all__ = ["check_causal_weights", "check_padded_causal_mask"]

@@ -17,50 +17,51 @@ from typing import Callable
 import torch
 
 from ..functional import masked_softmax, stable_softmax
+from ..language import N_, gettext as _
 from . import Feedback, attempt, compare, failed, passed
 
 Tensor = torch.Tensor
 
 # The messages a student reads; the tests assert them, so they are named once here.
-WRONG_DIM = ("softmax over the wrong dimension: your columns sum to 1, not your rows. Each query's row of "
-             "scores must become weights that sum to 1: take the max and the sum over dim=-1, the keys' axis.")
-NO_KEEPDIM = ("you subtracted the row maxima without keepdim=True: x.amax(dim=-1) has lost the last axis, so it "
-              "broadcasts along the wrong one (row i's max is subtracted from column i). Use "
-              "x.amax(dim=-1, keepdim=True).")
-NO_KEEPDIM_SUM = ("you divided by the row sums without keepdim=True: exps.sum(dim=-1) has lost the last axis, so "
-                  "it broadcasts along the wrong one (column i is divided by row i's sum) and the rows do not sum "
-                  "to 1. Use exps.sum(dim=-1, keepdim=True).")
-NO_KEEPDIM_BOTH = ("you left out keepdim=True twice, in the max and in the sum: both have lost the last axis, so "
-                   "they broadcast along the wrong one (row i's max and row i's sum land on column i). Use "
-                   "x.amax(dim=-1, keepdim=True) and exps.sum(dim=-1, keepdim=True).")
-NOT_NORMALISED = ("you forgot to normalise: exp(x - max) must be divided by its sum over the row, "
-                  "so that the row sums to 1.")
-NO_EXP = ("you forgot the exponential: dividing the scores by their sum is not a softmax (weights could be "
-          "negative). Take .exp() of the shifted scores first.")
-LOG_SOFTMAX = "you returned log-probabilities (log_softmax): the weights are their exponential."
-NAIVE = ("you forgot to subtract the max: exp(1000) overflows to inf in float32 (anything above 88.7 does), and "
-         "inf / inf = NaN. Subtract each row's maximum before .exp(): the result is mathematically the same.")
-GLOBAL_MAX = ("you subtracted the max of the whole tensor (x.max()) instead of each row's max: a row far below "
-              "the global max underflows to exp(-1000) = 0 everywhere, and 0 / 0 = NaN. Use "
-              "x.amax(dim=-1, keepdim=True).")
-BATCH_DIM = ("right for one (T, S) matrix, wrong for a batch (B, T, S): you fixed dim=1 (or 0). The keys are "
-             "always the *last* axis: use dim=-1.")
+WRONG_DIM = N_("softmax over the wrong dimension: your columns sum to 1, not your rows. Each query's row of "
+                "scores must become weights that sum to 1: take the max and the sum over dim=-1, the keys' axis.")
+NO_KEEPDIM = N_("you subtracted the row maxima without keepdim=True: x.amax(dim=-1) has lost the last axis, so it "
+                 "broadcasts along the wrong one (row i's max is subtracted from column i). Use "
+                 "x.amax(dim=-1, keepdim=True).")
+NO_KEEPDIM_SUM = N_("you divided by the row sums without keepdim=True: exps.sum(dim=-1) has lost the last axis, so "
+                     "it broadcasts along the wrong one (column i is divided by row i's sum) and the rows do not sum "
+                     "to 1. Use exps.sum(dim=-1, keepdim=True).")
+NO_KEEPDIM_BOTH = N_("you left out keepdim=True twice, in the max and in the sum: both have lost the last axis, so "
+                      "they broadcast along the wrong one (row i's max and row i's sum land on column i). Use "
+                      "x.amax(dim=-1, keepdim=True) and exps.sum(dim=-1, keepdim=True).")
+NOT_NORMALISED = N_("you forgot to normalise: exp(x - max) must be divided by its sum over the row, "
+                     "so that the row sums to 1.")
+NO_EXP = N_("you forgot the exponential: dividing the scores by their sum is not a softmax (weights could be "
+             "negative). Take .exp() of the shifted scores first.")
+LOG_SOFTMAX = N_("you returned log-probabilities (log_softmax): the weights are their exponential.")
+NAIVE = N_("you forgot to subtract the max: exp(1000) overflows to inf in float32 (anything above 88.7 does), and "
+            "inf / inf = NaN. Subtract each row's maximum before .exp(): the result is mathematically the same.")
+GLOBAL_MAX = N_("you subtracted the max of the whole tensor (x.max()) instead of each row's max: a row far below "
+                 "the global max underflows to exp(-1000) = 0 everywhere, and 0 / 0 = NaN. Use "
+                 "x.amax(dim=-1, keepdim=True).")
+BATCH_DIM = N_("right for one (T, S) matrix, wrong for a batch (B, T, S): you fixed dim=1 (or 0). The keys are "
+                "always the *last* axis: use dim=-1.")
 
-MULTIPLIED = ("you multiplied by the temperature instead of dividing: a temperature above 1 must flatten the "
-              "weights, yours sharpens them. Use softmax(scores / temperature).")
-IGNORED_TEMPERATURE = "you ignored the temperature: divide the scores by it before the softmax."
-AFTER_SOFTMAX = ("you divided after the softmax: the rows no longer sum to 1. The temperature divides the "
-                 "*scores*, before the softmax.")
-TEMPERATURE_WRONG_DIM = "softmax over the wrong dimension: each row (dim=-1) must sum to 1, not each column."
+MULTIPLIED = N_("you multiplied by the temperature instead of dividing: a temperature above 1 must flatten the "
+                 "weights, yours sharpens them. Use softmax(scores / temperature).")
+IGNORED_TEMPERATURE = N_("you ignored the temperature: divide the scores by it before the softmax.")
+AFTER_SOFTMAX = N_("you divided after the softmax: the rows no longer sum to 1. The temperature divides the "
+                    "*scores*, before the softmax.")
+TEMPERATURE_WRONG_DIM = N_("softmax over the wrong dimension: each row (dim=-1) must sum to 1, not each column.")
 
-NO_RESCALE = ("you forgot to rescale the surviving weights by 1 / (1 - p): with p = 0.25 the context vectors "
-              "would shrink by a quarter on average in training and be full size at inference.")
-TIMES_KEEP_PROB = ("you multiplied by (1 - p) instead of dividing by it: the surviving weights must *grow*, "
-                   "by 1 / (1 - p), to make up for the dropped ones.")
-DIVIDED_BY_P = "you divided by p, the drop probability; the survivors are divided by 1 - p, the keep probability."
-INVERTED_KEEP = "you dropped the weights that `keep` marks True: True means kept; multiply by keep, not by ~keep."
-RENORMALISED = ("you renormalised the rows to sum to 1 after the dropout: dropout does not do that. It divides by "
-                "the constant 1 - p, so that every weight keeps its *expected* value; rows sum to 1 on average only.")
+NO_RESCALE = N_("you forgot to rescale the surviving weights by 1 / (1 - p): with p = 0.25 the context vectors "
+                 "would shrink by a quarter on average in training and be full size at inference.")
+TIMES_KEEP_PROB = N_("you multiplied by (1 - p) instead of dividing by it: the surviving weights must *grow*, "
+                      "by 1 / (1 - p), to make up for the dropped ones.")
+DIVIDED_BY_P = N_("you divided by p, the drop probability; the survivors are divided by 1 - p, the keep probability.")
+INVERTED_KEEP = N_("you dropped the weights that `keep` marks True: True means kept; multiply by keep, not by ~keep.")
+RENORMALISED = N_("you renormalised the rows to sum to 1 after the dropout: dropout does not do that. It divides by "
+                   "the constant 1 - p, so that every weight keeps its *expected* value; rows sum to 1 on average only.")
 
 
 def _randn(*shape: int, generator: torch.Generator) -> Tensor:
@@ -117,7 +118,7 @@ def check_stable_softmax(student_fn: Callable[[Tensor], Tensor]) -> Feedback:
     verdict = compare(name, answer, expected, mistakes=mistakes)
     if not verdict:
         return verdict
-    return passed(name, "correct: every row sums to 1, even with scores near +1000 or -1000.")
+    return passed(name, N_("correct: every row sums to 1, even with scores near +1000 or -1000."))
 
 
 def check_softmax_temperature(student_fn: Callable[[Tensor, float], Tensor]) -> Feedback:
@@ -138,8 +139,9 @@ def check_softmax_temperature(student_fn: Callable[[Tensor, float], Tensor]) -> 
             return answer
         verdict = compare(name, answer, expected, mistakes=mistakes)
         if not verdict:
-            return failed(name, f"with temperature={temperature}: {verdict.message}")
-    return passed(name, "correct: temperature 2 flattens the weights, temperature 0.5 sharpens them.")
+            return failed(name, _("with temperature={temperature}: {message}").format(temperature=temperature,
+                                                                                      message=verdict.message))
+    return passed(name, N_("correct: temperature 2 flattens the weights, temperature 0.5 sharpens them."))
 
 
 def check_weight_dropout(student_fn: Callable[[Tensor, Tensor, float], Tensor]) -> Feedback:
@@ -163,8 +165,8 @@ def check_weight_dropout(student_fn: Callable[[Tensor, Tensor, float], Tensor]) 
     if isinstance(answer, Feedback):
         return answer
     return compare(name, answer, expected, mistakes=mistakes,
-                   success="correct: dropped weights are 0, the others grow by 1 / (1 - p), the expectation "
-                           "is unchanged.")
+                   success=N_("correct: dropped weights are 0, the others grow by 1 / (1 - p), the expectation "
+                              "is unchanged."))
 
 
 __all__ = ["check_softmax_temperature", "check_stable_softmax", "check_weight_dropout"]

@@ -19,42 +19,45 @@ import torch
 
 from ..functional import merge_heads
 from ..sizes import attention_parameter_count
+from ..language import N_, gettext as _
 from . import Feedback, attempt, compare, failed, passed
 
 Tensor = torch.Tensor
 
 # The messages a student reads; the tests assert them, so they are named once here.
-NO_TRANSPOSE = ("you reshaped (B, H, T, Dh) straight to (B, T, D): that glues together features of different "
-                "tokens. Bring the heads next to their features first: x.transpose(1, 2) gives (B, T, H, Dh), "
-                "then .reshape(B, T, H * Dh).")
-WEIGHT_NOT_TRANSPOSED = ("you multiplied by the weight as stored: nn.Linear keeps it as (out, in) and computes "
-                         "x @ weight.T + bias. Use weight.T (or torch.nn.functional.linear).")
-NO_BIAS = "you forgot the bias of W_o: add it after the matrix product."
-CONCAT_ONLY = ("you returned the concatenated heads without W_o: the projection is what lets every output feature "
-               "mix all the heads.")
-SUMMED_HEADS = ("you summed the heads: the heads are *concatenated* side by side (their features are not the "
-                "same features, so adding them mixes unrelated things), then W_o mixes them with learned weights.")
-AVERAGED_HEADS = "you averaged the heads: concatenate them side by side instead, then apply W_o."
+NO_TRANSPOSE = N_("you reshaped (B, H, T, Dh) straight to (B, T, D): that glues together features of different "
+                   "tokens. Bring the heads next to their features first: x.transpose(1, 2) gives (B, T, H, Dh), "
+                   "then .reshape(B, T, H * Dh).")
+WEIGHT_NOT_TRANSPOSED = N_("you multiplied by the weight as stored: nn.Linear keeps it as (out, in) and computes "
+                            "x @ weight.T + bias. Use weight.T (or torch.nn.functional.linear).")
+NO_BIAS = N_("you forgot the bias of W_o: add it after the matrix product.")
+CONCAT_ONLY = N_("you returned the concatenated heads without W_o: the projection is what lets every output feature "
+                  "mix all the heads.")
+SUMMED_HEADS = N_("you summed the heads: the heads are *concatenated* side by side (their features are not the "
+                   "same features, so adding them mixes unrelated things), then W_o mixes them with learned weights.")
+AVERAGED_HEADS = N_("you averaged the heads: concatenate them side by side instead, then apply W_o.")
 
 PARAMETER_CASES = ((768, 12, True), (1600, 25, True), (768, 12, False), (64, 4, True), (64, 16, False))
-FORGOT_WO = "you forgot W_o (and its bias): there are four projections, W_q, W_k, W_v and W_o, not three."
-FORGOT_BIASES = "you forgot the biases: with bias=True each of the four projections adds a vector of length D."
-BIASES_ALWAYS = "you counted the biases even with bias=False: then there are only the four D × D matrices."
-BIAS_AS_MATRIX = "you counted each bias as D × D: a bias is one number per output feature, a vector of length D."
-PER_HEAD_FULL = ("you gave every head its own D × D matrices: the heads *share out* the D output features of W_q, "
-                 "W_k and W_v (Dh rows of each stored weight, Dh = D / H), so the count does not depend on the "
-                 "number of heads.")
-ONE_HEAD_ONLY = ("you counted one head's slice (Dh × D) only: H slices of Dh rows make the full D × D matrix; "
-                 "the count does not depend on the number of heads.")
-SEED_002 = ("that is the GPT-2-sized walkthrough's formula: 4·768 is four *vectors* of length 768 (just the "
-            "biases), and 50257·768 is the token-embedding table, which belongs to the whole model, not to an "
-            "attention layer. Count the four D × D matrices, then the biases.")
-SEED_002_TIMES_175 = (SEED_002 + " (And 175 is not a number of layers: GPT-3 has 96 blocks; 175 is its size in "
-                      "billions of parameters.)")
-FOUR_VECTORS = "you counted four vectors of length D (4·D): each projection is a D × D matrix, 4·D² in all."
-NOT_A_NUMBER = "expected a number (an int), got {kind}."
-NOT_FINITE = "your function returned {value}: a parameter count is a finite whole number."
-NOT_WHOLE = "your function returned {value}, which is not a whole number: a count of parameters has no fraction."
+FORGOT_WO = N_("you forgot W_o (and its bias): there are four projections, W_q, W_k, W_v and W_o, not three.")
+FORGOT_BIASES = N_("you forgot the biases: with bias=True each of the four projections adds a vector of length D.")
+BIASES_ALWAYS = N_("you counted the biases even with bias=False: then there are only the four D × D matrices.")
+BIAS_AS_MATRIX = N_("you counted each bias as D × D: a bias is one number per output feature, a vector of length D.")
+PER_HEAD_FULL = N_("you gave every head its own D × D matrices: the heads *share out* the D output features of W_q, "
+                    "W_k and W_v (Dh rows of each stored weight, Dh = D / H), so the count does not depend on the "
+                    "number of heads.")
+ONE_HEAD_ONLY = N_("you counted one head's slice (Dh × D) only: H slices of Dh rows make the full D × D matrix; "
+                    "the count does not depend on the number of heads.")
+SEED_002 = N_("that is the GPT-2-sized walkthrough's formula: 4·768 is four *vectors* of length 768 (just the "
+               "biases), and 50257·768 is the token-embedding table, which belongs to the whole model, not to an "
+               "attention layer. Count the four D × D matrices, then the biases.")
+SEED_002_TIMES_175 = N_("that is the GPT-2-sized walkthrough's formula: 4·768 is four *vectors* of length 768 (just "
+                         "the biases), and 50257·768 is the token-embedding table, which belongs to the whole model, "
+                         "not to an attention layer. Count the four D × D matrices, then the biases. (And 175 is not a "
+                         "number of layers: GPT-3 has 96 blocks; 175 is its size in billions of parameters.)")
+FOUR_VECTORS = N_("you counted four vectors of length D (4·D): each projection is a D × D matrix, 4·D² in all.")
+NOT_A_NUMBER = N_("expected a number (an int), got {kind}.")
+NOT_FINITE = N_("your function returned {value}: a parameter count is a finite whole number.")
+NOT_WHOLE = N_("your function returned {value}, which is not a whole number: a count of parameters has no fraction.")
 
 
 def _randn(*shape: int, generator: torch.Generator) -> Tensor:
@@ -85,7 +88,7 @@ def check_output_projection(student_fn: Callable[[Tensor, Tensor, Tensor], Tenso
     if isinstance(answer, Feedback):
         return answer
     return compare(name, answer, expected, mistakes=mistakes,
-                   success="correct: heads side by side, then one matrix that mixes all of them.")
+                   success=N_("correct: heads side by side, then one matrix that mixes all of them."))
 
 
 def _parameter_mistakes(d: int, h: int, bias: bool) -> dict[str, int]:
@@ -120,9 +123,9 @@ def _as_number(answer) -> int | float | str | None:
         return int(answer)
     value = float(answer)
     if not math.isfinite(value):
-        return NOT_FINITE.format(value=value)
+        return _(NOT_FINITE).format(value=value)
     if not value.is_integer():
-        return NOT_WHOLE.format(value=value)
+        return _(NOT_WHOLE).format(value=value)
     return int(value)
 
 
@@ -138,22 +141,23 @@ def check_parameter_count(student_fn: Callable[[int, int, bool], int]) -> Feedba
             return answer
         value = _as_number(answer)
         if value is None:
-            return failed(name, NOT_A_NUMBER.format(kind=type(answer).__name__))
+            return failed(name, _(NOT_A_NUMBER).format(kind=type(answer).__name__))
         if isinstance(value, str):
-            return failed(name, f"for d_model={d}, num_heads={h}, bias={bias}: {value}")
+            return failed(name, _("for d_model={d}, num_heads={h}, bias={bias}: {problem}").format(
+                d=d, h=h, bias=bias, problem=value))
         answers.append(value)
 
     wrong = [i for i, (value, right) in enumerate(zip(answers, expected)) if value != right]
     if not wrong:
-        return passed(name, "correct: 2,362,368 for GPT-2 small, 10,246,400 for GPT-2 XL, whatever the heads.")
+        return passed(name, N_("correct: 2,362,368 for GPT-2 small, 10,246,400 for GPT-2 XL, whatever the heads."))
     tables = [_parameter_mistakes(*case) for case in PARAMETER_CASES]
     for message in tables[0]:
         # recognised when the mistake explains every wrong answer (the right ones may coincide with it)
         if all(answers[i] == tables[i][message] for i in wrong):
             return failed(name, message)
     (d, h, bias), value = PARAMETER_CASES[wrong[0]], answers[wrong[0]]
-    shown = f"{value:,}" if len(str(value)) <= 30 else f"a number of {len(str(value))} digits"
-    return failed(name, f"for d_model={d}, num_heads={h}, bias={bias} you returned {shown}, "
-                        f"expected {expected[wrong[0]]:,}.")
+    shown = f"{value:,}" if len(str(value)) <= 30 else _("a number of {n} digits").format(n=len(str(value)))
+    return failed(name, _("for d_model={d}, num_heads={h}, bias={bias} you returned {shown}, expected {expected}.")
+                  .format(d=d, h=h, bias=bias, shown=shown, expected=f"{expected[wrong[0]]:,}"))
 
 __all__ = ["check_output_projection", "check_parameter_count"]

@@ -21,6 +21,7 @@ from ..functional import attention_scores, merge_heads, split_heads
 from ..masks import causal_mask
 from ..modules import MultiHeadAttention, _MultiHeadBase
 from ..validation import check_flag, check_sequence
+from ..language import N_, gettext as _
 from . import Feedback, _close, attempt, compare, failed, refuse
 
 Tensor = torch.Tensor
@@ -30,33 +31,37 @@ Dh = D // H
 EXERCISE = "attention_forward"
 
 # The messages a student reads; the tests assert them, so they are written once, here.
-NO_OUT_PROJ = ("you forgot the output projection: after merging the heads, pass the result through "
-               "layer.out_proj (W_o), which mixes what the heads found.")
-NO_SCALE = f"you forgot to scale the scores: divide them by √Dh = √{Dh} (layer.head_dim ** 0.5)."
-SCALED_BY_D = (f"you divided by √D = √{D} (the model width) instead of √Dh = √{Dh} (the width of one head, "
-               "layer.head_dim): each score is a dot product of two Dh-wide vectors.")
-SCALED_BY_DH = f"you divided by Dh = {Dh} instead of by its square root √Dh."
-NO_MASK = ("you applied no causal mask: every token also looked at the tokens after it. Fill the scores above "
-           "the diagonal with -inf before the softmax.")
-MASK_AFTER_SOFTMAX = ("you zeroed the future weights after the softmax without renormalising: the rows no longer "
-                      "sum to 1. Mask the scores with -inf before the softmax.")
-MERGE_NO_TRANSPOSE = ("you merged the heads without transposing back: (B, H, T, Dh) reshaped straight to (B, T, D) "
-                      "glues together rows of different tokens. Call .transpose(1, 2) first, then "
-                      ".contiguous().view(B, T, D) (or use mha_lib.merge_heads).")
-SPLIT_NO_TRANSPOSE = ("you split the heads by viewing straight to (B, H, T, Dh): that cuts the token axis, not the "
-                      "features. View to (B, T, H, Dh) first, then .transpose(1, 2) (or use mha_lib.split_heads).")
-SOFTMAX_QUERIES = "you took the softmax over the queries (dim=-2): each query's row must sum to 1, use dim=-1."
-NO_SOFTMAX = ("you multiplied V by the masked scores, not by the weights: the softmax is missing (and "
-              "-inf · v gave NaN).")
-DIAGONAL_NAN = ("row 0 of your output is NaN: you masked the diagonal too (the GPT-2-sized walkthrough's upper "
-                "triangle *including* the diagonal), so token 0 had no key left, and softmax of a row of -inf is "
-                "0/0. Block only the strict upper triangle: torch.triu(..., diagonal=1), or keep torch.tril(...).")
-SOME_NAN = ("your output contains NaN: some row of scores was -inf everywhere before the softmax. Check which "
-            "entries your mask blocks: query t must keep keys 0..t.")
-CALLED_LAYER = ("do not call layer(x), nor its forward in another way such as type(layer).forward(layer, x) or "
-                "a layer built from its weights (that is the answer itself): build the output from "
-                "layer.W_query, layer.W_key, layer.W_value and layer.out_proj.")
-TUPLE = "return only the output tensor (B, T, D), not a tuple."
+NO_OUT_PROJ = N_("you forgot the output projection: after merging the heads, pass the result through "
+                  "layer.out_proj (W_o), which mixes what the heads found.")
+# three messages that name this checker's sizes: the English texts (the tests' names), and their msgids
+_NO_SCALE = N_("you forgot to scale the scores: divide them by √Dh = √{Dh} (layer.head_dim ** 0.5).")
+_SCALED_BY_D = N_("you divided by √D = √{D} (the model width) instead of √Dh = √{Dh} (the width of one head, "
+                  "layer.head_dim): each score is a dot product of two Dh-wide vectors.")
+_SCALED_BY_DH = N_("you divided by Dh = {Dh} instead of by its square root √Dh.")
+NO_SCALE = _NO_SCALE.format(Dh=Dh)
+SCALED_BY_D = _SCALED_BY_D.format(D=D, Dh=Dh)
+SCALED_BY_DH = _SCALED_BY_DH.format(Dh=Dh)
+NO_MASK = N_("you applied no causal mask: every token also looked at the tokens after it. Fill the scores above "
+              "the diagonal with -inf before the softmax.")
+MASK_AFTER_SOFTMAX = N_("you zeroed the future weights after the softmax without renormalising: the rows no longer "
+                         "sum to 1. Mask the scores with -inf before the softmax.")
+MERGE_NO_TRANSPOSE = N_("you merged the heads without transposing back: (B, H, T, Dh) reshaped straight to (B, T, D) "
+                         "glues together rows of different tokens. Call .transpose(1, 2) first, then "
+                         ".contiguous().view(B, T, D) (or use mha_lib.merge_heads).")
+SPLIT_NO_TRANSPOSE = N_("you split the heads by viewing straight to (B, H, T, Dh): that cuts the token axis, not the "
+                         "features. View to (B, T, H, Dh) first, then .transpose(1, 2) (or use mha_lib.split_heads).")
+SOFTMAX_QUERIES = N_("you took the softmax over the queries (dim=-2): each query's row must sum to 1, use dim=-1.")
+NO_SOFTMAX = N_("you multiplied V by the masked scores, not by the weights: the softmax is missing (and "
+                 "-inf · v gave NaN).")
+DIAGONAL_NAN = N_("row 0 of your output is NaN: you masked the diagonal too (the GPT-2-sized walkthrough's upper "
+                   "triangle *including* the diagonal), so token 0 had no key left, and softmax of a row of -inf is "
+                   "0/0. Block only the strict upper triangle: torch.triu(..., diagonal=1), or keep torch.tril(...).")
+SOME_NAN = N_("your output contains NaN: some row of scores was -inf everywhere before the softmax. Check which "
+               "entries your mask blocks: query t must keep keys 0..t.")
+CALLED_LAYER = N_("do not call layer(x), nor its forward in another way such as type(layer).forward(layer, x) or "
+                   "a layer built from its weights (that is the answer itself): build the output from "
+                   "layer.W_query, layer.W_key, layer.W_value and layer.out_proj.")
+TUPLE = N_("return only the output tensor (B, T, D), not a tuple.")
 
 
 def _layer_and_input() -> tuple[MultiHeadAttention, Tensor]:
@@ -153,9 +158,9 @@ def check_attention_forward(student_fn) -> Feedback:
         expected = layer(x)  # (B, T, D)
         mistakes = {
             NO_OUT_PROJ: forward_variant(layer, x, out_proj=False),
-            NO_SCALE: forward_variant(layer, x, scale=1.0),
-            SCALED_BY_D: forward_variant(layer, x, scale=1 / math.sqrt(D)),
-            SCALED_BY_DH: forward_variant(layer, x, scale=1 / Dh),
+            _(_NO_SCALE).format(Dh=Dh): forward_variant(layer, x, scale=1.0),
+            _(_SCALED_BY_D).format(D=D, Dh=Dh): forward_variant(layer, x, scale=1 / math.sqrt(D)),
+            _(_SCALED_BY_DH).format(Dh=Dh): forward_variant(layer, x, scale=1 / Dh),
             NO_MASK: forward_variant(layer, x, mask="none"),
             MASK_AFTER_SOFTMAX: forward_variant(layer, x, mask="after"),
             MERGE_NO_TRANSPOSE: forward_variant(layer, x, merge="no_transpose"),
@@ -182,7 +187,7 @@ def check_attention_forward(student_fn) -> Feedback:
         diagonal_rows[:, 0] = True  # the GPT-2-sized walkthrough's mask leaves token 0 with nothing to attend to
         return failed(EXERCISE, DIAGONAL_NAN if torch.equal(nan_rows, diagonal_rows) else SOME_NAN)
     return compare(EXERCISE, answer, expected, mistakes=mistakes,
-                   success="correct: your pieces compute exactly what the layer computes.")
+                   success=N_("correct: your pieces compute exactly what the layer computes."))
 
 
 __all__ = ["check_attention_forward", "forward_variant"]

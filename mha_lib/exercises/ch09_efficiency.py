@@ -23,6 +23,7 @@ from torch.overrides import TorchFunctionMode
 
 from ..functional import explicit_attention
 from ..validation import check_int, check_positive_int
+from ..language import N_, gettext as _
 from . import Feedback, attempt, compare, failed, passed, refuse
 
 Tensor = torch.Tensor
@@ -97,17 +98,17 @@ def count_new_tensors(fn: Callable, *args, rows: int, cols: int | None = None, m
 
 # --- the exercise ---------------------------------------------------------------------------------------------
 
-NOT_A_PAIR = "return two tensors, (context, weights), in that order."
-NO_SCALE = "you forgot the scaling: multiply q (or the scores) by 1/√Dh, Dh = q.shape[-1]."
-DIVIDED_BY_DH = "you divided by Dh instead of √Dh: the scale is 1 / math.sqrt(Dh)."
-NO_MASK = "the future is not masked: block every key s > t with the causal mask before the softmax."
-SOFTMAX_COLUMNS = "softmax over the wrong dimension: each query's row must sum to 1, use dim=-1."
-MASKED_DIAGONAL = ("row 0 is NaN: you blocked the diagonal too, so query 0 may attend to nothing (the GPT-2-sized "
-                   "walkthrough's slip). A query may attend to itself: mha_lib.causal_mask(T) keeps the diagonal.")
-CONTEXT_WRONG = "your weights are right but the context is not: it is weights @ v."
-TOO_MANY = ("right values, but your function created {n} tensors of shape (..., T, S) ({what}); the weights it "
-            "returns are the only one it needs. Scale q instead of the scores, then write the mask and the "
-            "softmax in place: scores.masked_fill_(...), torch.softmax(scores, dim=-1, out=scores).")
+NOT_A_PAIR = N_("return two tensors, (context, weights), in that order.")
+NO_SCALE = N_("you forgot the scaling: multiply q (or the scores) by 1/√Dh, Dh = q.shape[-1].")
+DIVIDED_BY_DH = N_("you divided by Dh instead of √Dh: the scale is 1 / math.sqrt(Dh).")
+NO_MASK = N_("the future is not masked: block every key s > t with the causal mask before the softmax.")
+SOFTMAX_COLUMNS = N_("softmax over the wrong dimension: each query's row must sum to 1, use dim=-1.")
+MASKED_DIAGONAL = N_("row 0 is NaN: you blocked the diagonal too, so query 0 may attend to nothing (the GPT-2-sized "
+                      "walkthrough's slip). A query may attend to itself: mha_lib.causal_mask(T) keeps the diagonal.")
+CONTEXT_WRONG = N_("your weights are right but the context is not: it is weights @ v.")
+TOO_MANY = N_("right values, but your function created {n} tensors of shape (..., T, S) ({what}); the weights it "
+               "returns are the only one it needs. Scale q instead of the scores, then write the mask and the "
+               "softmax in place: scores.masked_fill_(...), torch.softmax(scores, dim=-1, out=scores).")
 
 
 def _lean_reference(q: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
@@ -153,15 +154,15 @@ def check_lean_attention(student_fn: Callable[[Tensor, Tensor, Tensor], tuple[Te
             return failed(name, MASKED_DIAGONAL)
         verdict = compare(name, weights, expected_weights, mistakes=mistakes)
         if not verdict:
-            return failed(name, f"(the weights) {verdict.message}")
+            return failed(name, _("(the weights) {message}").format(message=verdict.message))
         verdict = compare(name, context, expected_context)
         if not verdict:
             return failed(name, CONTEXT_WRONG if isinstance(context, Tensor) and context.shape ==
-                          expected_context.shape else f"(the context) {verdict.message}")
+                          expected_context.shape else _("(the context) {message}").format(message=verdict.message))
     if len(count.big) > 1:
         what = ", ".join(function for function, _ in count.big)
-        return failed(name, TOO_MANY.format(n=len(count.big), what=what))
-    return passed(name, "correct, and lean: the weights are the only (B, H, T, T) tensor your function created.")
+        return failed(name, _(TOO_MANY).format(n=len(count.big), what=what))
+    return passed(name, N_("correct, and lean: the weights are the only (B, H, T, T) tensor your function created."))
 
 
 __all__ = ["TensorCount", "check_lean_attention", "count_new_tensors"]

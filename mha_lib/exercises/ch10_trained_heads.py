@@ -16,24 +16,25 @@ import torch
 
 from ..trained.head_roles import role_scores, word_queries
 from ..modules import MultiHeadAttention
+from ..language import N_, gettext as _
 from . import Feedback, attempt, compare, failed, passed
 
 Tensor = torch.Tensor
 
 # --- exercise 10.1: the previous-token score --------------------------------------------------------------------
 
-ALL_QUERIES = ("you averaged over every real query, [CLS] and [SEP] included: [CLS] has no previous token and "
-               "[SEP] is not a word. Average over the word queries 1 .. n-2 of each sentence only.")
-PADDING_COUNTED = ("you averaged over the padded positions too: use lengths to keep the queries 1 .. n-2 of each "
-                   "sentence (padding is not text).")
-NEXT_TOKEN = "that is the next-token score: w[t, t+1]. The previous token of query t is key t-1, w[t, t-1]."
-OWN_TOKEN = "that is the weight on the query's own token, w[t, t] (the diagonal); the previous token is w[t, t-1]."
-TRANSPOSED = ("you read a column instead of a row: w[t-1, t] is what token t-1 gives to t. Row t (the query) "
-              "holds what token t attends to, so the score is w[t, t-1].")
-PER_SENTENCE = ("you averaged each sentence first and then the sentences, so a short sentence counts as much as "
-                "a long one. The chapter's score counts every word query once: sum over all of them, divide by "
-                "how many there are.")
-NOT_PER_HEAD = "return one score per head, shape (H,): average over the batch and the queries, keep the heads."
+ALL_QUERIES = N_("you averaged over every real query, [CLS] and [SEP] included: [CLS] has no previous token and "
+                  "[SEP] is not a word. Average over the word queries 1 .. n-2 of each sentence only.")
+PADDING_COUNTED = N_("you averaged over the padded positions too: use lengths to keep the queries 1 .. n-2 of each "
+                      "sentence (padding is not text).")
+NEXT_TOKEN = N_("that is the next-token score: w[t, t+1]. The previous token of query t is key t-1, w[t, t-1].")
+OWN_TOKEN = N_("that is the weight on the query's own token, w[t, t] (the diagonal); the previous token is w[t, t-1].")
+TRANSPOSED = N_("you read a column instead of a row: w[t-1, t] is what token t-1 gives to t. Row t (the query) "
+                 "holds what token t attends to, so the score is w[t, t-1].")
+PER_SENTENCE = N_("you averaged each sentence first and then the sentences, so a short sentence counts as much as "
+                   "a long one. The chapter's score counts every word query once: sum over all of them, divide by "
+                   "how many there are.")
+NOT_PER_HEAD = N_("return one score per head, shape (H,): average over the batch and the queries, keep the heads.")
 
 
 def _padded_weights(generator: torch.Generator, lengths: list[int], H: int, T: int) -> Tensor:
@@ -82,30 +83,30 @@ def check_previous_token_score(student_fn: Callable[[Tensor, Tensor], Tensor]) -
         return answer
     expected = role_scores(weights, lengths)["previous"]  # (H,)
     if isinstance(answer, Tensor) and answer.shape != expected.shape and answer.numel() != H:
-        return failed(name, f"{NOT_PER_HEAD} Got shape {tuple(answer.shape)}.")
+        return failed(name, _("{advice} Got shape {shape}.").format(advice=_(NOT_PER_HEAD), shape=tuple(answer.shape)))
     if isinstance(answer, Tensor):
         answer = answer.reshape(expected.shape) if answer.numel() == H else answer
     return compare(name, answer, expected, mistakes=_previous_mistakes(weights, lengths), atol=1e-6,
-                   success="correct: one mean per head, over the word queries only.")
+                   success=N_("correct: one mean per head, over the word queries only."))
 
 
 # --- exercise 10.2: copy a trained layer into MultiHeadAttention -------------------------------------------------
 
-NOT_A_LAYER = "return the MultiHeadAttention you built (mha_lib.MultiHeadAttention), got {kind}."
-WRONG_HEADS = ("your layer has {got} heads; the model's has {expected} (attention.self.num_attention_heads): "
-               "with another head count the same weights cut Q and K into different pieces.")
-WRONG_WIDTH = "your layer expects inputs of width {got}; the model's hidden size is {expected}."
-CAUSAL_LEFT_ON = ("your layer is causal: MultiHeadAttention defaults to causal=True (the book's GPT layer), but "
-                  "BERT is an encoder and every token sees every other one. Pass causal=False.")
-TRANSPOSED_WEIGHTS = ("you copied the transposed weights (weight.T): nn.Linear stores (out_features, in_features) in "
-                      "both models, so copy weight as it is.")
-NO_QKV_BIAS = ("the query/key/value biases are missing: create the layer with qkv_bias=True and copy "
-               ".self.query.bias, .self.key.bias and .self.value.bias too.")
-QK_SWAPPED = "query and key are swapped: W_query gets .self.query, W_key gets .self.key."
-OUT_PROJ_NOT_COPIED = ("the attention weights are right but the output is not: copy .output.dense (weight and bias) "
-                       "into out_proj.")
-VALUE_NOT_COPIED = ("the attention weights are right but the output is not, and out_proj looks right: check "
-                    "W_value (.self.value, weight and bias).")
+NOT_A_LAYER = N_("return the MultiHeadAttention you built (mha_lib.MultiHeadAttention), got {kind}.")
+WRONG_HEADS = N_("your layer has {got} heads; the model's has {expected} (attention.self.num_attention_heads): "
+                  "with another head count the same weights cut Q and K into different pieces.")
+WRONG_WIDTH = N_("your layer expects inputs of width {got}; the model's hidden size is {expected}.")
+CAUSAL_LEFT_ON = N_("your layer is causal: MultiHeadAttention defaults to causal=True (the book's GPT layer), but "
+                     "BERT is an encoder and every token sees every other one. Pass causal=False.")
+TRANSPOSED_WEIGHTS = N_("you copied the transposed weights (weight.T): nn.Linear stores (out_features, in_features) in "
+                         "both models, so copy weight as it is.")
+NO_QKV_BIAS = N_("the query/key/value biases are missing: create the layer with qkv_bias=True and copy "
+                  ".self.query.bias, .self.key.bias and .self.value.bias too.")
+QK_SWAPPED = N_("query and key are swapped: W_query gets .self.query, W_key gets .self.key.")
+OUT_PROJ_NOT_COPIED = N_("the attention weights are right but the output is not: copy .output.dense (weight and bias) "
+                          "into out_proj.")
+VALUE_NOT_COPIED = N_("the attention weights are right but the output is not, and out_proj looks right: check "
+                       "W_value (.self.value, weight and bias).")
 
 
 def _reference_layer(block):
@@ -148,11 +149,11 @@ def check_copy_bert_attention(student_fn: Callable, block=None) -> Feedback:
     if isinstance(answer, Feedback):
         return answer
     if not isinstance(answer, MultiHeadAttention):
-        return failed(name, NOT_A_LAYER.format(kind=type(answer).__name__))
+        return failed(name, _(NOT_A_LAYER).format(kind=type(answer).__name__))
     if answer.d_in != reference.d_in:
-        return failed(name, WRONG_WIDTH.format(got=answer.d_in, expected=reference.d_in))
+        return failed(name, _(WRONG_WIDTH).format(got=answer.d_in, expected=reference.d_in))
     if answer.num_heads != reference.num_heads:
-        return failed(name, WRONG_HEADS.format(got=answer.num_heads, expected=reference.num_heads))
+        return failed(name, _(WRONG_HEADS).format(got=answer.num_heads, expected=reference.num_heads))
     if answer.causal:
         return failed(name, CAUSAL_LEFT_ON)
     generator = torch.Generator().manual_seed(10)
@@ -163,15 +164,16 @@ def check_copy_bert_attention(student_fn: Callable, block=None) -> Feedback:
     try:
         out, weights = _run(answer, x, padding)
     except Exception as error:  # noqa: BLE001 - any crash is feedback for the student
-        return failed(name, f"your layer raised {type(error).__name__}: {error}")
+        return failed(name, _("your layer raised {kind}: {error}").format(kind=type(error).__name__, error=error))
     ref_out, ref_weights = _run(reference, x, padding)
     mistakes = {message: _run(_variant(block, **kw), x, padding)[1] for message, kw in (
         (TRANSPOSED_WEIGHTS, {"transpose": True}), (NO_QKV_BIAS, {"bias": False}), (QK_SWAPPED, {"swap": True}))}
     verdict = compare(name, weights, ref_weights, mistakes=mistakes, atol=1e-5)
     if not verdict:
-        return failed(name, f"the attention weights differ from the model's: {verdict.message}")
+        return failed(name, _("the attention weights differ from the model's: {message}").format(
+            message=verdict.message))
     if _close_enough(out, ref_out):
-        return passed(name, "correct: same attention weights and same output as the trained model's layer.")
+        return passed(name, N_("correct: same attention weights and same output as the trained model's layer."))
     if _close_enough(answer.out_proj.weight, block.output.dense.weight):
         return failed(name, VALUE_NOT_COPIED)
     return failed(name, OUT_PROJ_NOT_COPIED)

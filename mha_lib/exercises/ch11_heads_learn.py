@@ -21,34 +21,35 @@ import torch
 
 from ..induction.model import (AttentionOnlyTransformer, evaluate, held_out_batch, induction_scores, knockout_mask,
                                load_run, new_model)
+from ..language import N_, gettext as _
 from . import Feedback, attempt, compare, failed, passed
 
 Tensor = torch.Tensor
 
 # --- exercise 11.1: the induction score -------------------------------------------------------------------------
 
-DUPLICATE_TOKEN = ("you summed the weight on keys holding the *same* token as the query (x[s] == x[t]): that is a "
-                   "duplicate-token head. An induction head looks one step later, at the key s whose *previous* "
-                   "token matches: x[s-1] == x[t].")
-DUPLICATE_EARLIER = ("you summed the weight on earlier keys holding the *same* token as the query (x[s] == x[t], "
-                     "s < t): that is a duplicate-token head. An induction head looks one step later, at the key s "
-                     "whose *previous* token matches: x[s-1] == x[t].")
-MOST_RECENT = ("you counted only key t - period + 1 (the token after the most recent occurrence). When the "
-               "segment holds the current token more than once, every key s <= t with x[s-1] == x[t] is a "
-               "target: sum the weight on all of them.")
-ALL_QUERIES = ("you averaged over every query, the first copy included: before position `period` the segment has "
-               "not been seen yet, so there is nothing to copy. Average over the queries period .. T-2 only.")
-ALL_QUERIES_AND_LAST = ("you averaged over every query 0 .. T-1: the first copy has nothing to copy and the last "
-                        "query has no next token to predict. Average over the queries period .. T-2 only.")
-LAST_QUERY = ("you included the last query, t = T-1: it has no next token to predict, so the training loss never "
-              "asks it anything. Average over the queries period .. T-2.")
-OFFSET_WRONG_WAY = ("your key offset goes the wrong way: you matched x[s+1] == x[t] (the key *before* an earlier "
-                    "occurrence). The token to copy comes *after* it: match x[s-1] == x[t].")
-MEAN_OVER_TARGETS = ("you averaged the weight over each query's targets instead of adding it up: the score is the "
-                     "*total* weight a query puts on its targets (1 when all of it sits there).")
-PREVIOUS_TOKEN = ("that is the previous-token score, w[t, t-1]: the layer-0 pattern. The induction score is the "
-                  "weight on the keys s whose previous token equals the current one, x[s-1] == x[t].")
-NOT_PER_HEAD = "return one score per head, shape (H,): average over the queries, keep the heads."
+DUPLICATE_TOKEN = N_("you summed the weight on keys holding the *same* token as the query (x[s] == x[t]): that is a "
+                      "duplicate-token head. An induction head looks one step later, at the key s whose *previous* "
+                      "token matches: x[s-1] == x[t].")
+DUPLICATE_EARLIER = N_("you summed the weight on earlier keys holding the *same* token as the query (x[s] == x[t], "
+                        "s < t): that is a duplicate-token head. An induction head looks one step later, at the key s "
+                        "whose *previous* token matches: x[s-1] == x[t].")
+MOST_RECENT = N_("you counted only key t - period + 1 (the token after the most recent occurrence). When the "
+                  "segment holds the current token more than once, every key s <= t with x[s-1] == x[t] is a "
+                  "target: sum the weight on all of them.")
+ALL_QUERIES = N_("you averaged over every query, the first copy included: before position `period` the segment has "
+                  "not been seen yet, so there is nothing to copy. Average over the queries period .. T-2 only.")
+ALL_QUERIES_AND_LAST = N_("you averaged over every query 0 .. T-1: the first copy has nothing to copy and the last "
+                           "query has no next token to predict. Average over the queries period .. T-2 only.")
+LAST_QUERY = N_("you included the last query, t = T-1: it has no next token to predict, so the training loss never "
+                 "asks it anything. Average over the queries period .. T-2.")
+OFFSET_WRONG_WAY = N_("your key offset goes the wrong way: you matched x[s+1] == x[t] (the key *before* an earlier "
+                       "occurrence). The token to copy comes *after* it: match x[s-1] == x[t].")
+MEAN_OVER_TARGETS = N_("you averaged the weight over each query's targets instead of adding it up: the score is the "
+                        "*total* weight a query puts on its targets (1 when all of it sits there).")
+PREVIOUS_TOKEN = N_("that is the previous-token score, w[t, t-1]: the layer-0 pattern. The induction score is the "
+                     "weight on the keys s whose previous token equals the current one, x[s-1] == x[t].")
+NOT_PER_HEAD = N_("return one score per head, shape (H,): average over the queries, keep the heads.")
 
 # (period, the segment) of each case; the first segment holds the token 4 three times
 INDUCTION_CASES = ((6, [4, 9, 4, 17, 4, 2], 25, 4), (5, None, 25, 3), (11, None, 23, 2))
@@ -116,17 +117,19 @@ def check_induction_score(student_fn: Callable[[Tensor, Tensor, int], Tensor]) -
         if isinstance(answer, Feedback):
             return answer
         H = weights.shape[0]
-        where = f"on the sequence {_letters(tokens)} (period {period}, {H} heads): "
+        where = _("on the sequence {tokens} (period {period}, {H} heads): ").format(
+            tokens=_letters(tokens), period=period, H=H)
         if isinstance(answer, Tensor) and answer.shape != expected.shape:
             if answer.numel() != H:
-                return failed(name, f"{where}{NOT_PER_HEAD} Got shape {tuple(answer.shape)}.")
+                return failed(name, where + _("{advice} Got shape {shape}.").format(advice=_(NOT_PER_HEAD),
+                                                                                   shape=tuple(answer.shape)))
             answer = answer.reshape(expected.shape)
         verdict = compare(name, answer, expected, mistakes=_induction_mistakes(weights, tokens, period), atol=1e-6)
         if not verdict:
             return failed(name, where + verdict.message)
-    return passed(name, "correct: the total weight on every key after an earlier occurrence of the current token, "
-                        "averaged over the predictable queries (three sequences, one with a token three times in "
-                        "its segment).")
+    return passed(name, N_("correct: the total weight on every key after an earlier occurrence of the current token, "
+                           "averaged over the predictable queries (three sequences, one with a token three times in "
+                           "its segment)."))
 
 
 def _letters(tokens: Tensor) -> str:
@@ -137,11 +140,11 @@ def _letters(tokens: Tensor) -> str:
 
 # --- exercise 11.2: the head to knock out -----------------------------------------------------------------------
 
-BAD_HEAD = "{argument} must be a whole number (an int), got {kind}. Call check_knockout(layer, head), e.g. (0, 1)."
-OUT_OF_RANGE = "{argument} must be 0 to {high} (the model has {count}), got {value}. Layers and heads count from 0."
-NO_HEAD = "give the head too: check_knockout(layer, head), both counted from 0."
-NOT_CHOSEN = ("not attempted yet: replace the ... in `layer, head = ..., ...` with the layer and the head you "
-              "chose (both counted from 0), then run this cell again.")
+BAD_HEAD = N_("{argument} must be a whole number (an int), got {kind}. Call check_knockout(layer, head), e.g. (0, 1).")
+OUT_OF_RANGE = N_("{argument} must be 0 to {high} (the model has {count}), got {value}. Layers and heads count from 0.")
+NO_HEAD = N_("give the head too: check_knockout(layer, head), both counted from 0.")
+NOT_CHOSEN = N_("not attempted yet: replace the ... in `layer, head = ..., ...` with the layer and the head you "
+                 "chose (both counted from 0), then run this cell again.")
 
 
 @functools.lru_cache(maxsize=1)
@@ -169,15 +172,17 @@ def knockout_table() -> dict:
 def _as_index(argument: str, value, count: int, unit: str) -> int | str:
     """``value`` as an int index in ``0 .. count-1``, or the message a student reads."""
     if isinstance(value, bool) or not isinstance(value, (numbers.Integral, Tensor)):
-        return BAD_HEAD.format(argument=argument, kind=f"{type(value).__name__} {value!r}"[:80])
+        return _(BAD_HEAD).format(argument=argument, kind=f"{type(value).__name__} {value!r}"[:80])
     if isinstance(value, Tensor):
         if (value.numel() != 1 or value.is_floating_point() or value.is_complex() or value.dtype == torch.bool
                 or value.layout is not torch.strided or value.device.type == "meta"):  # no plain value to read
-            return BAD_HEAD.format(argument=argument, kind=f"a tensor of shape {tuple(value.shape)}, {value.dtype}")
+            return _(BAD_HEAD).format(argument=argument, kind=_("a tensor of shape {shape}, {dtype}").format(
+                shape=tuple(value.shape), dtype=value.dtype))
         value = value.item()
     value = int(value)
     if not 0 <= value < count:
-        return OUT_OF_RANGE.format(argument=argument, high=count - 1, count=f"{count} {unit}", value=value)
+        return _(OUT_OF_RANGE).format(argument=argument, high=count - 1, count=_(unit).format(count=count),
+                                      value=value)
     return value
 
 
@@ -191,10 +196,11 @@ def _kind_of(table: dict, pair: tuple[int, int]) -> str:
     previous, induction = table["intact"]["previous_token"], table["intact"]["induction"]
     layer, head = pair
     if previous[layer, head] == previous.max() and previous[layer, head] > 0.5:
-        return (f"the previous-token head: the head with the highest previous-token score "
-                f"({previous[layer, head].item():.2f} of its weight on the token just before)")
+        return _("the previous-token head: the head with the highest previous-token score "
+                 "({score:.2f} of its weight on the token just before)").format(score=previous[layer, head].item())
     if induction[layer, head] == induction.max() and induction[layer, head] > 0.5:
-        return f"the head with the highest induction score ({induction[layer, head].item():.2f})"
+        return _("the head with the highest induction score ({score:.2f})").format(
+            score=induction[layer, head].item())
     return ""
 
 
@@ -206,17 +212,17 @@ def check_knockout(layer, head=None) -> Feedback:
     """
     name = "knockout"
     if layer is Ellipsis or head is Ellipsis:  # the notebook's stub, `layer, head = ..., ...`
-        return Feedback(name, False, NOT_CHOSEN, attempted=False)
+        return Feedback(name, False, _(NOT_CHOSEN), attempted=False)
     if head is None and isinstance(layer, (tuple, list)) and len(layer) == 2:
         layer, head = layer  # check_knockout((0, 1)) works too
     elif head is None:
         return failed(name, NO_HEAD)
     table = knockout_table()
     L, H = table["num_layers"], table["num_heads"]
-    layer = _as_index("layer", layer, L, "layers")
+    layer = _as_index("layer", layer, L, N_("{count} layers"))
     if isinstance(layer, str):
         return failed(name, layer)
-    head = _as_index("head", head, H, "heads per layer")
+    head = _as_index("head", head, H, N_("{count} heads per layer"))
     if isinstance(head, str):
         return failed(name, head)
 
@@ -226,30 +232,35 @@ def check_knockout(layer, head=None) -> Feedback:
     last = L - 1
     before, after = intact["induction"][last], chosen["induction"][last]
     if torch.allclose(before, after, atol=1e-6):
-        scores = (f"the layer-{last} induction scores did not move ({_range(before)})"
-                  + (": a head cannot change the attention of its own layer, only what it writes"
+        scores = (_("the layer-{last} induction scores did not move ({range})").format(last=last,
+                                                                                      range=_range(before))
+                  + (_(": a head cannot change the attention of its own layer, only what it writes")
                      if layer == last else ""))
     else:
-        scores = f"the layer-{last} induction scores went from {_range(before)} to {_range(after)}"
-    measured = (f"knocking out head ({layer}, {head}) took the held-out loss from {intact['loss']:.3f} to "
-                f"{chosen['loss']:.3f}, and {scores}.")
+        scores = _("the layer-{last} induction scores went from {before} to {after}").format(
+            last=last, before=_range(before), after=_range(after))
+    measured = _("knocking out head ({layer}, {head}) took the held-out loss from {intact:.3f} to {chosen:.3f}, "
+                 "and {scores}.").format(layer=layer, head=head, intact=intact["loss"], chosen=chosen["loss"],
+                                         scores=scores)
     if (layer, head) == worst:
-        return passed(name, f"correct: {measured} No other head's removal raises the loss as much.")
+        return passed(name, _("correct: {measured} No other head's removal raises the loss as much.").format(
+            measured=measured))
     kind = _kind_of(table, worst)
-    hint = (f"Look for {kind}." if kind else
-            "Knock out each head in turn and compare the losses.")
-    return failed(name, f"{measured} Removing another head raises the loss more. {hint}")
+    hint = (_("Look for {kind}.").format(kind=kind) if kind else
+            _("Knock out each head in turn and compare the losses."))
+    return failed(name, _("{measured} Removing another head raises the loss more. {hint}").format(
+        measured=measured, hint=hint))
 
 
 # --- exercise 11.3: is a model causal? --------------------------------------------------------------------------
 
-NOT_A_BOOL = ("return True or False (a bool), got {kind}. torch.equal(a, b) gives a bool; a comparison tensor "
-              "gives one with bool((a == b).all()).")
-SAID_CAUSAL = ("your function said True (causal) for {model}, but it is not: {why} Change one later token and "
-               "look at every earlier output.")
-SAID_NOT_CAUSAL = ("your function said False (not causal) for {model}, which is causal: changing a token never "
-                   "changes an earlier output. Did you compare the outputs at or after the changed position? Only "
-                   "those before it must stay the same.")
+NOT_A_BOOL = N_("return True or False (a bool), got {kind}. torch.equal(a, b) gives a bool; a comparison tensor "
+                 "gives one with bool((a == b).all()).")
+SAID_CAUSAL = N_("your function said True (causal) for {model}, but it is not: {why} Change one later token and "
+                  "look at every earlier output.")
+SAID_NOT_CAUSAL = N_("your function said False (not causal) for {model}, which is causal: changing a token never "
+                      "changes an earlier output. Did you compare the outputs at or after the changed position? Only "
+                      "those before it must stay the same.")
 
 PEEK_POSITIONS = (3, 10, 17)  # where the first peeker reads the next token
 
@@ -280,23 +291,26 @@ class _Peeker(AttentionOnlyTransformer):
 
 @functools.lru_cache(maxsize=1)
 def _causality_models() -> tuple:
-    """(description, model, causal?, why it is not) for each model the checker shows a student's function."""
+    """(description, model, causal?, why it is not) for each model the checker shows a student's function.
+
+    The texts are msgids (cached here once): the checker translates them, and fills ``{few}`` (PEEK_POSITIONS).
+    """
     two_layer, no_mask = load_run("two_layer").model, load_run("no_mask").model
-    few = ", ".join(map(str, PEEK_POSITIONS))
     return (
-        ("the shipped two_layer model (trained with the causal mask)", two_layer, True, ""),
-        ("the shipped no_mask model (trained without the causal mask)", no_mask, False,
-         "every position reads the tokens after it."),
-        ("an untrained causal model", new_model("two_layer", seed=11).eval(), True, ""),
-        ("an untrained model without the causal mask", new_model("no_mask", seed=11).eval(), False,
-         "its attention sees every position, the later ones too."),
-        ("a trained causal model that peeks at a few positions", _Peeker(two_layer, PEEK_POSITIONS, 0.05).eval(),
-         False, f"at positions {few} it adds a little of the next token's embedding to the residual stream. Its "
-                "attention is causal (config.causal is True, no weight above the diagonal): only the outputs "
-                "show the leak."),
-        ("a trained causal model that peeks a little everywhere", _Peeker(two_layer, None, 1e-3).eval(), False,
-         "at every position it adds 0.001 × the next token's embedding to the residual stream, a tiny change in "
-         "the logits. Its attention is causal: only the outputs show the leak."),
+        (N_("the shipped two_layer model (trained with the causal mask)"), two_layer, True, ""),
+        (N_("the shipped no_mask model (trained without the causal mask)"), no_mask, False,
+         N_("every position reads the tokens after it.")),
+        (N_("an untrained causal model"), new_model("two_layer", seed=11).eval(), True, ""),
+        (N_("an untrained model without the causal mask"), new_model("no_mask", seed=11).eval(), False,
+         N_("its attention sees every position, the later ones too.")),
+        (N_("a trained causal model that peeks at a few positions"),
+         _Peeker(two_layer, PEEK_POSITIONS, 0.05).eval(), False,
+         N_("at positions {few} it adds a little of the next token's embedding to the residual stream. Its "
+            "attention is causal (config.causal is True, no weight above the diagonal): only the outputs "
+            "show the leak.")),
+        (N_("a trained causal model that peeks a little everywhere"), _Peeker(two_layer, None, 1e-3).eval(), False,
+         N_("at every position it adds 0.001 × the next token's embedding to the residual stream, a tiny change in "
+            "the logits. Its attention is causal: only the outputs show the leak.")),
     )
 
 
@@ -329,14 +343,15 @@ def check_is_causal(student_fn: Callable[[AttentionOnlyTransformer], bool]) -> F
         if verdict is None:
             kind = type(answer).__name__
             if isinstance(answer, Tensor):
-                kind = f"a tensor of shape {tuple(answer.shape)}, {answer.dtype}"
-            return failed(name, NOT_A_BOOL.format(kind=kind))
+                kind = _("a tensor of shape {shape}, {dtype}").format(shape=tuple(answer.shape), dtype=answer.dtype)
+            return failed(name, _(NOT_A_BOOL).format(kind=kind))
         if verdict != causal:
+            few = ", ".join(map(str, PEEK_POSITIONS))
             if verdict:
-                return failed(name, SAID_CAUSAL.format(model=description, why=why))
-            return failed(name, SAID_NOT_CAUSAL.format(model=description))
-    return passed(name, "correct on six models: the two trained and two untrained ones, and two causal-looking "
-                        "models that peek at the next token through the residual stream.")
+                return failed(name, _(SAID_CAUSAL).format(model=_(description), why=_(why).format(few=few)))
+            return failed(name, _(SAID_NOT_CAUSAL).format(model=_(description)))
+    return passed(name, N_("correct on six models: the two trained and two untrained ones, and two causal-looking "
+                           "models that peek at the next token through the residual stream."))
 
 
 __all__ = ["check_induction_score", "check_is_causal", "check_knockout", "knockout_table"]

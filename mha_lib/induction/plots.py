@@ -19,11 +19,12 @@ import numpy as np
 import torch
 
 from ..display.plotting import COLORMAPS, DPI, LABEL_PT, MAX_HEIGHT_IN, MAX_WIDTH_IN, SUPTITLE_PT, TITLE_PT
+from ..language import Messages, N_, gettext as _, pgettext
 from ..validation import check_tensor
 
 Tensor = torch.Tensor
 
-SCORE_TITLES = {"previous_token": "previous-token score", "induction": "induction score"}
+SCORE_TITLES = Messages({"previous_token": N_("previous-token score"), "induction": N_("induction score")})
 # one colour per head, the same in every figure of the chapter; layer 0 solid, layer 1 dashed
 HEAD_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
 LAYER_STYLES = ("-", "--", ":", "-.")
@@ -127,7 +128,7 @@ def heads_over_training_figure(weights: dict, tokens, *, title: str | None = Non
                 ax.tick_params(length=0, pad=1)
         axes[r, 0].set_ylabel(label, fontsize=TITLE_PT, weight="bold")
     bar = fig.colorbar(image, ax=axes, shrink=0.6, aspect=30, pad=0.01)
-    bar.set_label("attention weight (query row → key column)", fontsize=TITLE_PT)
+    bar.set_label(_("attention weight (query row → key column)"), fontsize=TITLE_PT)
     bar.ax.tick_params(labelsize=LABEL_PT)
     if title:
         fig.suptitle(title, fontsize=SUPTITLE_PT)
@@ -156,17 +157,19 @@ def loss_curves_figure(logs: dict, *, chance: float | None = None, marks=(), tit
             ax.plot(range(1, len(log.loss) + 1), np.maximum(log.loss, 1e-4), color=colour, alpha=0.18,
                     linewidth=0.8)
         ax.plot(log.steps, np.maximum(log.eval_loss, 1e-4), color=colour, linewidth=2.2,
-                label=f"{label} (held-out; faint: training batches)", marker="o", markersize=3)
+                label=_("{label} (held-out; faint: training batches)").format(label=label), marker="o",
+                markersize=3)
     if chance is not None:
         ax.axhline(chance, color="0.35", linestyle=":", linewidth=1.5)
-        ax.text(0.99, chance * 1.08, f"chance: ln 32 = {chance:.2f}" if abs(chance - math.log(32)) < 1e-9
-                else f"chance: {chance:.2f}", transform=ax.get_yaxis_transform(), ha="right", va="bottom",
+        ax.text(0.99, chance * 1.08, _("chance: ln 32 = {chance:.2f}").format(chance=chance)
+                if abs(chance - math.log(32)) < 1e-9 else _("chance: {chance:.2f}").format(chance=chance),
+                transform=ax.get_yaxis_transform(), ha="right", va="bottom",
                 fontsize=TITLE_PT, color="0.25")
     for step in marks:
         ax.axvline(step, color="0.6", linewidth=0.8, linestyle="--")
     ax.set_yscale("log")
-    ax.set_xlabel("training step", fontsize=TITLE_PT)
-    ax.set_ylabel("loss on the predictable tokens (log scale)", fontsize=TITLE_PT)
+    ax.set_xlabel(_("training step"), fontsize=TITLE_PT)
+    ax.set_ylabel(_("loss on the predictable tokens (log scale)"), fontsize=TITLE_PT)
     ax.tick_params(labelsize=LABEL_PT)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=LABEL_PT, loc="lower left")
@@ -187,7 +190,7 @@ def score_curves_figure(log, *, marks=(), title: str | None = None, width: float
     axes = fig.subplots(1, 2, sharey=True)
     for ax, kind in zip(axes, ("previous_token", "induction")):
         scores = log.scores(kind).numpy()  # (n_evals, L, H)
-        _, L, H = scores.shape
+        L, H = scores.shape[1:]
         for layer in range(L):
             for head in range(H):
                 ax.plot(log.steps, scores[:, layer, head], color=HEAD_COLOURS[head % len(HEAD_COLOURS)],
@@ -196,26 +199,27 @@ def score_curves_figure(log, *, marks=(), title: str | None = None, width: float
         for step in marks:
             ax.axvline(step, color="0.6", linewidth=0.8, linestyle="--")
         ax.set_title(SCORE_TITLES[kind], fontsize=TITLE_PT + 1)
-        ax.set_xlabel("training step", fontsize=TITLE_PT)
+        ax.set_xlabel(_("training step"), fontsize=TITLE_PT)
         ax.set_ylim(-0.02, 1.02)
         ax.grid(True, alpha=0.3)
         ax.tick_params(labelsize=LABEL_PT)
-    axes[0].set_ylabel("mean weight (1 = always exactly there)", fontsize=TITLE_PT)
+    axes[0].set_ylabel(_("mean weight (1 = always exactly there)"), fontsize=TITLE_PT)
     axes[1].legend(fontsize=LABEL_PT, loc="center left", bbox_to_anchor=(1.01, 0.5),
-                   title="layer 0 solid\nlayer 1 dashed", title_fontsize=LABEL_PT)
+                   title=_("layer 0 solid\nlayer 1 dashed"), title_fontsize=LABEL_PT)
     if title:
         fig.suptitle(title, fontsize=SUPTITLE_PT)
     return fig
 
 
-def training_progress_figure(log, reference=None, *, label: str = "this run", total_steps: int | None = None,
+def training_progress_figure(log, reference=None, *, label: str | None = None, total_steps: int | None = None,
                              title: str | None = None, width: float = 10.0, height: float = 3.6):
     """The training widget's live picture: loss (left) and the best layer-0 previous-token score and the mean
     layer-1 induction score (right) against the step; ``reference`` (a finished log) drawn grey behind.
-    ``label`` names ``log`` in the legends."""
+    ``label`` names ``log`` in the legends (default: "this run", in the current language)."""
     log = _check_log("log", log)
     if reference is not None:
         reference = _check_log("reference", reference)
+    label = _("this run") if label is None else label
     if not isinstance(label, str):
         raise TypeError(f"label must be a str, got {type(label).__name__} {label!r}")
     _check_title(title)
@@ -226,22 +230,22 @@ def training_progress_figure(log, reference=None, *, label: str = "this run", to
     left, right = fig.subplots(1, 2)
     if title:
         fig.suptitle(title, fontsize=SUPTITLE_PT)
-    for source, colour, label in ((reference, "0.65", "shipped run"), (log, "#d62728", label)):
+    for source, colour, label in ((reference, "0.65", _("shipped run")), (log, "#d62728", label)):
         if source is None:
             continue
         left.plot(source.steps, np.maximum(source.eval_loss, 1e-4), color=colour, linewidth=2, label=label)
         previous, induction = source.scores("previous_token"), source.scores("induction")  # (n, L, H)
         right.plot(source.steps, previous[:, 0].max(dim=1).values.numpy(), color=colour, linewidth=2,
-                   label=f"{label}: best layer-0 previous-token head")
+                   label=_("{label}: best layer-0 previous-token head").format(label=label))
         if previous.shape[1] > 1:
             right.plot(source.steps, induction[:, -1].mean(dim=1).numpy(), color=colour, linewidth=2,
-                       linestyle="--", label=f"{label}: mean last-layer induction score")
+                       linestyle="--", label=_("{label}: mean last-layer induction score").format(label=label))
     left.set_yscale("log")
-    left.set_ylabel("held-out loss (log scale)", fontsize=TITLE_PT)
-    right.set_ylabel("score", fontsize=TITLE_PT)
+    left.set_ylabel(_("held-out loss (log scale)"), fontsize=TITLE_PT)
+    right.set_ylabel(pgettext("a head's previous-token or induction score", "score"), fontsize=TITLE_PT)
     right.set_ylim(-0.02, 1.02)
     for ax in (left, right):
-        ax.set_xlabel("training step", fontsize=TITLE_PT)
+        ax.set_xlabel(_("training step"), fontsize=TITLE_PT)
         ax.tick_params(labelsize=LABEL_PT)
         ax.grid(True, alpha=0.3)
         if total_steps:
@@ -278,11 +282,11 @@ def knockout_figure(losses: dict, *, chance: float | None = None, title: str | N
         ax.text(v + 0.01 * top, i, f"{v:.2f}", va="center", ha="left", fontsize=LABEL_PT)
     if chance is not None:
         ax.axvline(chance, color="0.3", linestyle=":", linewidth=1.5)
-        ax.text(chance, -0.75, f"chance {chance:.2f}", ha="center", va="bottom", fontsize=LABEL_PT, color="0.25")
+        ax.text(chance, -0.75, _("chance {chance:.2f}").format(chance=chance), ha="center", va="bottom", fontsize=LABEL_PT, color="0.25")
     ax.set_yticks(y, list(losses), fontsize=LABEL_PT + 1)
     ax.set_ylim(n - 0.5, -1.0)  # first entry on top, room for the chance label
     ax.set_xlim(0, top * 1.15)
-    ax.set_xlabel("held-out loss (0 = perfect)", fontsize=TITLE_PT)
+    ax.set_xlabel(_("held-out loss (0 = perfect)"), fontsize=TITLE_PT)
     ax.tick_params(labelsize=LABEL_PT)
     ax.grid(True, axis="x", alpha=0.3)
     if title:
@@ -320,7 +324,7 @@ def score_bars_figure(scores: dict, *, title: str | None = None, width: float = 
         ax.set_ylim(0, 1.05)
         ax.grid(True, axis="y", alpha=0.3)
         ax.tick_params(labelsize=LABEL_PT)
-    axes[0].set_ylabel("mean weight", fontsize=TITLE_PT)
+    axes[0].set_ylabel(_("mean weight"), fontsize=TITLE_PT)
     axes[1].legend(fontsize=LABEL_PT, loc="upper left")
     if title:
         fig.suptitle(title, fontsize=SUPTITLE_PT)

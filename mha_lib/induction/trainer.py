@@ -27,6 +27,7 @@ import time
 import torch
 
 from . import model as induction
+from ..language import gettext as _
 from ..validation import check_positive_int
 
 MAX_STEPS = 20_000  # ~2.5 minutes on one thread: more is not a live demonstration
@@ -52,8 +53,9 @@ def example_weights(model: induction.AttentionOnlyTransformer, tokens=EXAMPLE_TO
 
 def status_html(step: int, total: int, loss: float, seconds: float, done: bool = False) -> str:
     """The line beside the progress bar."""
-    word = "done" if done else "training"
-    return (f"<b>{word}</b>: step {step} of {total} · held-out loss {loss:.3f} · {seconds:.1f} s")
+    text = (_("<b>done</b>: step {step} of {total} · held-out loss {loss:.3f} · {seconds:.1f} s") if done else
+            _("<b>training</b>: step {step} of {total} · held-out loss {loss:.3f} · {seconds:.1f} s"))
+    return text.format(step=step, total=total, loss=loss, seconds=seconds)
 
 
 def training_widget(steps: int = induction.TRAIN_STEPS, short_steps: int = induction.SHORT_STEPS, *,
@@ -90,19 +92,20 @@ def _widget_class():
             self.run, self.scores, self.redraw_count = None, None, 0
             wide = {"description_width": "initial"}
             self.controls = {
-                "train": widgets.Button(description="Train", button_style="primary", icon="play",
-                                        tooltip="train the 2-layer model from scratch on this CPU"),
-                "short": widgets.Checkbox(value=False, description=f"short run ({short_steps} steps)",
+                "train": widgets.Button(description=_("Train"), button_style="primary", icon="play",
+                                        tooltip=_("train the 2-layer model from scratch on this CPU")),
+                "short": widgets.Checkbox(value=False,
+                                          description=_("short run ({steps} steps)").format(steps=short_steps),
                                           style=wide, indent=False),
             }
-            self.progress = widgets.IntProgress(value=0, min=0, max=steps, description="step", style=wide,
+            self.progress = widgets.IntProgress(value=0, min=0, max=steps, description=_("step"), style=wide,
                                                 layout=widgets.Layout(width="360px"))
-            self.status = widgets.HTML(f"press <b>Train</b> to train the 2-layer model ({steps} steps) on this "
-                                       f"CPU; below: the shipped run it will reproduce")
+            self.status = widgets.HTML(_("press <b>Train</b> to train the 2-layer model ({steps} steps) on this "
+                                         "CPU; below: the shipped run it will reproduce").format(steps=steps))
             self.curves = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", height="auto"))
             self.curves.value = _png(training_progress_figure(
-                self.shipped.log, label="shipped run", total_steps=self.shipped.log.steps[-1],
-                title="The shipped run: press Train to train it again on this CPU"))
+                self.shipped.log, label=_("shipped run"), total_steps=self.shipped.log.steps[-1],
+                title=_("The shipped run: press Train to train it again on this CPU")))
             self.heads = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", height="auto"))
             self.bars = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", height="auto"))
             c = self.controls
@@ -118,7 +121,7 @@ def _widget_class():
             """Train from scratch (what a press of the button does) and show the result."""
             total = self.total_steps()
             button = self.controls["train"]
-            button.disabled, button.description = True, "Training…"
+            button.disabled, button.description = True, _("Training…")
             self.progress.max, self.progress.value = total, 0
             self.children = self.children[:3]  # last run's heads and bars go until the new ones are ready
             start, next_redraw = time.perf_counter(), -float("inf")
@@ -148,28 +151,32 @@ def _widget_class():
                                      + self._summary())
                 tokens = induction.token_labels(list(EXAMPLE_TOKENS))
                 self.heads.value = _png(heads_over_training_figure(
-                    {f"your run ({total} steps)": example_weights(run.model),
-                     f"shipped ({induction.TRAIN_STEPS} steps)": example_weights(self.shipped.model)},
-                    tokens, title="Every head on one sequence: your run (top) and the shipped run (bottom)"))
+                    {_("your run ({steps} steps)").format(steps=total): example_weights(run.model),
+                     _("shipped ({steps} steps)").format(steps=induction.TRAIN_STEPS):
+                         example_weights(self.shipped.model)},
+                    tokens, title=_("Every head on one sequence: your run (top) and the shipped run (bottom)")))
                 self.bars.value = _png(score_bars_figure(
-                    self.scores, title="Scores per head on 512 held-out sequences (layers and heads from 0)"))
+                    {_("your run"): self.scores["your run"], _("shipped run"): self.scores["shipped run"]},
+                    title=_("Scores per head on 512 held-out sequences (layers and heads from 0)")))
                 self.children = [*self.children[:3], self.heads, self.bars]
             except Exception as error:  # say it in the widget: a callback's exception is otherwise lost
-                self.status.value = f"<span style='color:#b00'>training stopped: {html.escape(repr(error))}</span>"
+                self.status.value = ("<span style='color:#b00'>" + _("training stopped: {error}").format(
+                    error=html.escape(repr(error))) + "</span>")
                 raise
             finally:
-                button.disabled, button.description = False, "Train"
+                button.disabled, button.description = False, _("Train")
             return run
 
         def _summary(self) -> str:
             yours, shipped = self.scores["your run"], self.scores["shipped run"]
             line = []
-            for label, result in (("your run", yours), ("shipped", shipped)):
+            for label, result in ((_("your run"), yours), (_("shipped"), shipped)):
                 previous, induction_scores = result["previous_token"], result["induction"]
-                line.append(f"{label}: loss {result['loss'].item():.3f}, accuracy {result['accuracy'].item():.1%}, "
-                            f"best previous-token head {previous[0].max().item():.2f}, "
-                            f"layer-1 induction {induction_scores[-1].min().item():.2f}–"
-                            f"{induction_scores[-1].max().item():.2f}")
+                line.append(_("{label}: loss {loss:.3f}, accuracy {accuracy:.1%}, best previous-token head "
+                              "{previous:.2f}, layer-1 induction {low:.2f}–{high:.2f}").format(
+                    label=label, loss=result["loss"].item(), accuracy=result["accuracy"].item(),
+                    previous=previous[0].max().item(), low=induction_scores[-1].min().item(),
+                    high=induction_scores[-1].max().item()))
             return "<br>" + "<br>".join(line)
 
     return TrainingWidget

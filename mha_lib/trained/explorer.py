@@ -24,12 +24,13 @@ from typing import NamedTuple
 import torch
 
 from ..display import render as _render
+from ..language import N_, gettext as _
 from .corpus import CORPUS, EXAMPLE_SENTENCE
 
 Tensor = torch.Tensor
 
 MAX_TOKENS = 40  # beyond that the 12 panels' labels become unreadable
-COLORBAR_LABEL = "attention weight"
+COLORBAR_LABEL = N_("attention weight")  # a msgid: drawn in the current language
 
 
 class SentenceHeads(NamedTuple):
@@ -73,7 +74,7 @@ class TrainedHeads:
         found = self.heads(sentence)
         values = found.weights[self.check_layer(layer)].numpy()  # (H, T, T)
         return _render.render(values, found.tokens, found.tokens, cmap="viridis", vmin=0.0, vmax=1.0,
-                              colorbar_label=COLORBAR_LABEL)
+                              colorbar_label=_(COLORBAR_LABEL))
 
     def layer_png(self, sentence: str, layer: int) -> bytes:
         return _render.encode_png(self.layer_picture(sentence, layer))
@@ -92,8 +93,9 @@ class TrainedHeads:
 def links_html(links: list[tuple[str, str, float]], layer: int, head: int) -> str:
     """The strongest links of one head as a small HTML line (the explorer's text under the picture)."""
     parts = [f"{html.escape(q)}&nbsp;→&nbsp;<b>{html.escape(k)}</b>&nbsp;{w:.2f}" for q, k, w in links]
-    return (f'<div class="mha-trained-links"><b>layer {layer}, head {head}</b> (from 0), each token → the token '
-            f"it attends to most: " + " · ".join(parts) + "</div>")
+    return ('<div class="mha-trained-links">' + _("<b>layer {layer}, head {head}</b> (from 0), each token → the "
+                                                  "token it attends to most: ").format(layer=layer, head=head)
+            + " · ".join(parts) + "</div>")
 
 
 def trained_head_explorer(heads: TrainedHeads | None = None, sentences=None, *, layer: int = 0, head: int = 0):
@@ -122,15 +124,15 @@ def _explorer_class():
             wide = {"description_width": "initial"}
             start = EXAMPLE_SENTENCE if EXAMPLE_SENTENCE in sentences else sentences[0]
             self.controls = {
-                "sentence": widgets.Dropdown(options=sentences, value=start, description="sentence", style=wide,
+                "sentence": widgets.Dropdown(options=sentences, value=start, description=_("sentence"), style=wide,
                                              layout=widgets.Layout(width="560px")),
-                "typed": widgets.Text(value="", placeholder="or type a sentence and press Enter",
-                                      description="your sentence", style=wide, continuous_update=False,
+                "typed": widgets.Text(value="", placeholder=_("or type a sentence and press Enter"),
+                                      description=_("your sentence"), style=wide, continuous_update=False,
                                       layout=widgets.Layout(width="560px")),
-                "layer": widgets.IntSlider(value=layer, min=0, max=heads.num_layers - 1, description="layer",
+                "layer": widgets.IntSlider(value=layer, min=0, max=heads.num_layers - 1, description=_("layer"),
                                            style=wide, continuous_update=True),
                 "head": widgets.Dropdown(options=list(range(heads.num_heads)), value=head,
-                                         description="head (for the text below)", style=wide),
+                                         description=_("head (for the text below)"), style=wide),
             }
             self.message = widgets.HTML()
             self.image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", height="auto"))
@@ -157,8 +159,8 @@ def _explorer_class():
             try:
                 self.image.value = self.heads.layer_png(sentence, layer)
                 self.links.value = links_html(self.heads.strongest_links(sentence, layer, head), layer, head)
-                self.message.value = (f"<b>layer {layer}</b> (from 0) · 12 heads · "
-                                      f"{len(self.heads.heads(sentence).tokens)} tokens")
+                self.message.value = _("<b>layer {layer}</b> (from 0) · 12 heads · {tokens} tokens").format(
+                    layer=layer, tokens=len(self.heads.heads(sentence).tokens))
             except ValueError as error:  # a typed sentence that is too long: say so, keep the last picture
                 self.message.value = f"<span style='color:#b00'>{html.escape(str(error))}</span>"
             self.redraw_count += 1

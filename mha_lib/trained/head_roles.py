@@ -26,15 +26,16 @@ from typing import NamedTuple, Sequence
 
 import torch
 
+from ..language import Messages, N_
 from ..validation import check_tensor
 
 Tensor = torch.Tensor
 
 ROLES = ("previous", "next", "self", "cls", "sep", "entropy")
-ROLE_TITLES = {
-    "previous": "previous token", "next": "next token", "self": "own token", "cls": "[CLS]", "sep": "[SEP]",
-    "entropy": "entropy (nats)",
-}
+ROLE_TITLES = Messages({  # read in the current language (mha_lib.set_language)
+    "previous": N_("previous token"), "next": N_("next token"), "self": N_("own token"), "cls": "[CLS]",
+    "sep": "[SEP]", "entropy": N_("entropy (nats)"),
+})
 
 
 def _check_weights_and_lengths(weights, lengths) -> tuple[Tensor, Tensor]:

@@ -14,6 +14,7 @@ import math
 import numpy as np
 import torch
 
+from ..language import gettext as _
 from ..validation import check_tensor
 
 Tensor = torch.Tensor
@@ -41,7 +42,7 @@ def _mosaic(weights: np.ndarray, gap: int) -> np.ndarray:
 def head_grid_figure(weights: Tensor, tokens, *, title: str | None = None, cell_inches: float = 0.85):
     """Every head as a thumbnail: rows are layers, columns heads, all on the same 0 … 1 colour scale."""
     weights = check_tensor("weights", weights, ndim=4, layout="(L, H, T, T)")
-    L, H, T, _ = weights.shape
+    L, H, T, _S = weights.shape
     if len(tokens) != T:
         raise ValueError(f"tokens must have one label per position (T = {T}), got {len(tokens)}")
     gap = max(1, math.ceil(T / 6))
@@ -50,14 +51,14 @@ def head_grid_figure(weights: Tensor, tokens, *, title: str | None = None, cell_
     ax = fig.add_subplot()
     cmap = __import__("matplotlib").colormaps["viridis"].with_extremes(bad="white")
     shown = ax.imshow(np.ma.masked_invalid(image), cmap=cmap, vmin=0.0, vmax=1.0, interpolation="nearest")
-    ax.set_xticks([h * (T + gap) + (T - 1) / 2 for h in range(H)], [f"head {h}" for h in range(H)], fontsize=10)
-    ax.set_yticks([l * (T + gap) + (T - 1) / 2 for l in range(L)], [f"layer {l}" for l in range(L)], fontsize=10)
+    ax.set_xticks([h * (T + gap) + (T - 1) / 2 for h in range(H)], [_("head {h}").format(h=h) for h in range(H)], fontsize=10)
+    ax.set_yticks([l * (T + gap) + (T - 1) / 2 for l in range(L)], [_("layer {l}").format(l=l) for l in range(L)], fontsize=10)
     ax.xaxis.tick_top()
     ax.tick_params(length=0)
     for side in ax.spines.values():
         side.set_visible(False)
     bar = fig.colorbar(shown, ax=ax, shrink=0.8, pad=0.01)
-    bar.set_label("attention weight (query row → key column)", fontsize=10)
+    bar.set_label(_("attention weight (query row → key column)"), fontsize=10)
     if title:
         fig.suptitle(title, fontsize=12)
     return fig
@@ -94,12 +95,14 @@ def layer_head_figure(panels: dict, *, title: str | None = None, cmap: str = "vi
         flat = values.argmin() if rule == "min" else values.argmax()
         layer, head = divmod(int(flat), H)
         ax.add_patch(Rectangle((head - 0.5, layer - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=2))
-        word = "smallest" if rule == "min" else "largest"
-        ax.set_title(f"{name}\n{word}: layer {layer} head {head} ({values[layer, head]:.2f})", fontsize=10)
+        best_text = (_("smallest: layer {layer} head {head} ({value:.2f})") if rule == "min" else
+                     _("largest: layer {layer} head {head} ({value:.2f})")).format(
+            layer=layer, head=head, value=values[layer, head])
+        ax.set_title(f"{name}\n{best_text}", fontsize=10)
         ax.set_xticks(range(0, H, 2), [str(h) for h in range(0, H, 2)], fontsize=10)
         ax.set_yticks(range(L), [str(l) for l in range(L)], fontsize=10)
-        ax.set_xlabel("head", fontsize=10)
-        ax.set_ylabel("layer", fontsize=10)
+        ax.set_xlabel(_("head"), fontsize=10)
+        ax.set_ylabel(_("layer"), fontsize=10)
         if not shared:
             fig.colorbar(shown, ax=ax, shrink=0.85).ax.tick_params(labelsize=9)
     for ax in list(axes.flat)[len(panels):]:

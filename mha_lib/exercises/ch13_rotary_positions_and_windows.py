@@ -1,0 +1,228 @@
+"""Checkers for chapter 13, rotary positions and sliding windows.
+
+    check_apply_rope(fn)     fn(x, positions, theta) -> x rotated, rotate-half layout (Llama)      (..., T, Dh)
+    check_window_mask(fn)    fn(T, W)                -> keep mask, query t sees keys t-W+1 .. t      (T, T) bool
+    check_reach(fn)          fn(layers, window)      -> how many input positions the last token reads  int
+
+Each checker draws its own inputs, runs the student's function through ``attempt`` (private copies, every
+failure turned into feedback), compares it with ``mha_lib``'s own answer, and names the mistake it reproduces
+("you rotated neighbouring pairs (GPT-J's layout) ...", "each query sees W + 1 keys ...").
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Callable
+
+import torch
+
+from ..masks import causal_mask, sliding_window_mask
+from ..positions import apply_rope, apply_rope_interleaved, rope_frequencies, rotate_half
+from . import Feedback, attempt, compare, failed, passed, refuse
+
+Tensor = torch.Tensor
+
+# --- 13.1 apply_rope ---------------------------------------------------------------------------------------------
+GPT_J_LAYOUT = ("you rotated neighbouring pairs (x[2i], x[2i+1]), GPT-J's layout: Llama pairs dimension i with "
+                "i + Dh/2 (rotate_half swaps the two halves). Both are rotations, but weights trained in one layout "
+                "are wrong in the other.")
+WRONG_DIRECTION = ("you turned each pair the wrong way (by -angle): the result is x·cos - rotate_half(x)·sin. "
+                   "Llama's is x·cos + rotate_half(x)·sin, with rotate_half(x) = cat(-x2, x1).")
+NO_COS = ("you added rotate_half(x)·sin to x itself, without multiplying x by cos: that is not a rotation (the "
+          "pair grows longer with the angle). Use x·cos + rotate_half(x)·sin.")
+NOT_TURNED = ("you multiplied x by sin without turning it: x·cos + x·sin scales each number instead of rotating "
+              "the pair. Use rotate_half(x)·sin, where rotate_half(x) = cat(-x2, x1).")
+ADDED_POSITIONS = ("you added a position vector to x (x + cos + sin), as the 2017 sinusoids do: RoPE rotates the "
+                   "pairs instead, x·cos + rotate_half(x)·sin, so that q·k depends only on the offset.")
+MISSING_TWO = ("your speeds are θ^(-i/Dh): the exponent needs the 2, θ^(-2i/Dh) for pair i = 0 .. Dh/2 - 1 "
+               "(1 / θ^(arange(0, Dh, 2) / Dh)): your slowest pair turns far too fast.")
+IGNORED_POSITIONS = ("you used the positions 0 .. T-1, not the positions you were given: after a KV cache the "
+                     "chunk's tokens sit at past .. past + T - 1, so use the positions argument.")
+THETA_IGNORED = ("you used θ = 10,000 whatever theta was given: use the theta argument (Llama 3 uses 500,000, "
+                 "and this check uses 100).")
+NOT_ROTATED = "you returned x unchanged: every pair must turn by position × θ^(-2i/Dh)."
+BATCH_TIP = ("Tip: x may have any number of leading dimensions (..., T, Dh); build cos and sin of shape (T, Dh) "
+             "and let them broadcast.")
+
+# --- 13.2 window_mask ------------------------------------------------------------------------------------------
+WINDOW_TOO_WIDE = ("off by one: each query sees W + 1 keys (t - W .. t). A window of W keys, the query's own "
+                   "included, reaches back to t - W + 1: keep offset = t - s < W.")
+WINDOW_TOO_NARROW = ("off by one: each query sees only W - 1 keys. A window of W keys counts the query's own: "
+                     "keep t - W + 1 .. t (offset t - s from 0 to W - 1).")
+WINDOW_FUTURE = ("your band reaches into the future: a sliding window is causal too. Keep the keys with "
+                 "0 <= t - s < W, not |t - s| < W.")
+WINDOW_NO_WINDOW = "this is the plain causal mask: the window is missing. Keep only keys with t - s < W as well."
+WINDOW_NO_DIAGONAL = ("you blocked the diagonal: the window includes the query itself (keys t - W + 1 .. t, W of "
+                      "them).")
+WINDOW_INVERTED = ("your mask is inverted: True must mean 'may attend' (a keep mask, as "
+                   "F.scaled_dot_product_attention and mha_lib read it), and you marked the blocked keys.")
+WINDOW_UPSIDE_DOWN = ("your band is upside down: each query sees the next W - 1 keys instead of the previous ones. "
+                      "Keep s <= t.")
+WINDOW_NOT_BOOL = "return a torch.bool keep mask (True = may attend), got dtype {dtype}."
+
+# --- 13.3 reach ------------------------------------------------------------------------------------------------
+REACH_TIMES_W = ("you counted W new positions per layer: each layer reaches W - 1 positions further back (the "
+                 "window holds the query itself too), so L layers read L·(W - 1) + 1 positions.")
+REACH_NO_SELF = ("you forgot the token itself: L layers reach L·(W - 1) positions back, and the token's own "
+                 "position makes L·(W - 1) + 1.")
+REACH_POWER = ("windows do not multiply: a token reads W - 1 earlier positions per layer, and those positions' "
+               "windows overlap its own, so the reach grows by W - 1 per layer, not by a factor W.")
+REACH_ONE_LAYER = ("you answered for one layer (W positions): every layer adds W - 1 positions further back, "
+                   "L·(W - 1) + 1 in all.")
+REACH_NOT_A_NUMBER = "expected a number (an int), got {kind}."
+REACH_NOT_WHOLE = "your function returned {value}: a number of positions is a finite whole number."
+
+ROPE_CASES = (  # (leading shape, T, Dh, first position, theta)
+    ((), 6, 8, 0, 10000.0),
+    ((2, 3), 5, 12, 7, 100.0),
+)
+WINDOW_CASES = ((6, 3), (7, 1), (5, 5), (8, 4), (4, 6))
+REACH_CASES = ((1, 4), (3, 4), (2, 7), (32, 4096), (5, 1))
+
+
+def _rope_mistakes(x: Tensor, positions: Tensor, theta: float) -> dict[str, Tensor]:
+    Dh = x.shape[-1]
+    angles = positions.double()[:, None] * rope_frequencies(Dh, theta).double()  # (T, Dh/2)
+    angles = torch.cat([angles, angles], dim=-1)  # (T, Dh)
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    slow = theta ** (-torch.arange(Dh // 2, dtype=torch.float64) / Dh)  # θ^(-i/Dh): the 2 forgotten
+    wrong_angles = positions.double()[:, None] * slow  # (T, Dh/2)
+    wrong_angles = torch.cat([wrong_angles, wrong_angles], dim=-1)
+    return {
+        GPT_J_LAYOUT: apply_rope_interleaved(x, positions, theta),
+        WRONG_DIRECTION: x * cos - rotate_half(x) * sin,
+        NO_COS: x + rotate_half(x) * sin,
+        NOT_TURNED: x * cos + x * sin,
+        ADDED_POSITIONS: x + cos + sin,
+        MISSING_TWO: x * wrong_angles.cos().to(x.dtype) + rotate_half(x) * wrong_angles.sin().to(x.dtype),
+        IGNORED_POSITIONS: apply_rope(x, torch.arange(positions.shape[0]), theta),
+        THETA_IGNORED: apply_rope(x, positions, 10000.0),
+        NOT_ROTATED: x.clone(),
+    }
+
+
+def check_apply_rope(student_fn: Callable[[Tensor, Tensor, float], Tensor]) -> Feedback:
+    """``student_fn(x, positions, theta)`` must rotate each pair ``(x[i], x[i + Dh/2])`` of token t by
+    ``positions[t] · θ^(-2i/Dh)``: ``x·cos + rotate_half(x)·sin``, Llama's layout.
+
+    Two runs: one sequence ``(6, 8)`` at positions 0..5, then ``(2, 3, 5, 12)`` at positions 7..11 with θ = 100
+    (a chunk after a cache, and leading dimensions).
+    """
+    name = "apply_rope"
+    generator = torch.Generator().manual_seed(13)  # a CPU generator: the same numbers on every machine
+    for lead, T, Dh, first, theta in ROPE_CASES:
+        x = torch.randn(*lead, T, Dh, generator=generator)
+        positions = torch.arange(first, first + T)
+        expected = apply_rope(x, positions, theta)  # before the call
+        mistakes = _rope_mistakes(x, positions, theta)
+        answer = attempt(name, student_fn, x, positions, theta)
+        if isinstance(answer, Feedback):
+            return answer
+        verdict = compare(name, answer, expected, mistakes=mistakes)
+        if not verdict:
+            if lead:
+                tip = "" if verdict.message in mistakes else " " + BATCH_TIP  # a named slip needs no tip
+                return failed(name, f"right for one (6, 8) sequence at positions 0..5, but not for x of shape "
+                                    f"{tuple(x.shape)} at positions {first}..{first + T - 1} with theta = {theta:g}: "
+                                    f"{verdict.message}{tip}")
+            return verdict
+    return passed(name, "correct: each pair (x[i], x[i + Dh/2]) turned by position × θ^(-2i/Dh), as Llama's "
+                        "apply_rotary_pos_emb does.")
+
+
+def _window_mistakes(T: int, W: int) -> dict[str, Tensor]:
+    t = torch.arange(T)
+    offset = t[:, None] - t[None, :]  # (T, T): how far back key s is from query t
+    keep = sliding_window_mask(T, W)
+    return {
+        WINDOW_TOO_WIDE: (offset >= 0) & (offset <= W),
+        WINDOW_TOO_NARROW: (offset >= 0) & (offset < W - 1),
+        WINDOW_FUTURE: offset.abs() < W,
+        WINDOW_NO_WINDOW: causal_mask(T),
+        WINDOW_NO_DIAGONAL: (offset > 0) & (offset < W),
+        WINDOW_INVERTED: ~keep,
+        WINDOW_UPSIDE_DOWN: keep.T.clone(),
+    }
+
+
+def check_window_mask(student_fn: Callable[[int, int], Tensor]) -> Feedback:
+    """``student_fn(T, W)`` must return the ``(T, T)`` bool keep mask of sliding-window causal attention:
+    query t may see key s when ``t - W + 1 <= s <= t`` (W keys, itself included; fewer at the start)."""
+    name = "window_mask"
+    for T, W in WINDOW_CASES:
+        expected = sliding_window_mask(T, W)  # before the call
+        mistakes = {message: wrong.float() for message, wrong in _window_mistakes(T, W).items()}
+        answer = attempt(name, student_fn, T, W)
+        if isinstance(answer, Feedback):
+            return answer
+        refused = refuse(name, answer, expected)
+        if refused is not None:  # a Feedback is falsy when failed: test for None
+            return refused
+        if answer.dtype != torch.bool:
+            return failed(name, WINDOW_NOT_BOOL.format(dtype=answer.dtype))
+        verdict = compare(name, answer.float(), expected.float(), mistakes=mistakes)
+        if not verdict:
+            return failed(name, f"(T = {T}, W = {W}) {verdict.message}")
+    return passed(name, "correct: query t sees keys t - W + 1 .. t, W keys at most, itself included.")
+
+
+def _as_count(answer) -> int | str | None:
+    """The student's answer as an exact int (a whole float or a 1-element tensor becomes one); None when it is
+    not a real number; a message (str) for NaN, inf or a fraction."""
+    if isinstance(answer, Tensor):
+        if answer.numel() != 1 or answer.layout is not torch.strided or answer.is_complex() or \
+                answer.device.type == "meta":
+            return None
+        answer = answer.detach().cpu().item()
+    if isinstance(answer, bool) or not isinstance(answer, numbers.Real):
+        return None
+    if isinstance(answer, numbers.Integral):
+        return int(answer)
+    value = float(answer)
+    if not math.isfinite(value) or not value.is_integer():
+        return REACH_NOT_WHOLE.format(value=value)
+    return int(value)
+
+
+def _reach_mistakes(layers: int, window: int) -> dict[str, int]:
+    return {
+        REACH_TIMES_W: layers * window,
+        REACH_NO_SELF: layers * (window - 1),
+        REACH_POWER: window ** min(layers, 64),
+        REACH_ONE_LAYER: window,
+    }
+
+
+def check_reach(student_fn: Callable[[int, int], int]) -> Feedback:
+    """``student_fn(layers, window)`` must return how many input positions the last token's vector can depend on
+    after ``layers`` layers of sliding-window attention of width ``window`` on a long sequence:
+    ``L·(W - 1) + 1`` (its own position included)."""
+    name = "reach"
+    expected = [L * (W - 1) + 1 for L, W in REACH_CASES]  # before any call (the tests check it against the masks)
+    answers = []
+    for L, W in REACH_CASES:
+        answer = attempt(name, student_fn, L, W)
+        if isinstance(answer, Feedback):
+            return answer
+        value = _as_count(answer)
+        if value is None:
+            return failed(name, REACH_NOT_A_NUMBER.format(kind=type(answer).__name__))
+        if isinstance(value, str):
+            return failed(name, f"for layers = {L}, window = {W}: {value}")
+        answers.append(value)
+    wrong = [i for i, (value, right) in enumerate(zip(answers, expected)) if value != right]
+    if not wrong:
+        return passed(name, "correct: L·(W - 1) + 1 positions; Mistral 7B's 32 layers with W = 4,096 reach "
+                            f"{32 * 4095 + 1:,} positions back.")
+    tables = [_reach_mistakes(L, W) for L, W in REACH_CASES]
+    for message in tables[0]:
+        # named when the slip explains every wrong answer (on some cases it may give the right one)
+        if all(answers[i] == tables[i][message] for i in wrong):
+            return failed(name, message)
+    (L, W), value = REACH_CASES[wrong[0]], answers[wrong[0]]
+    shown = f"{value:,}" if len(str(value)) <= 30 else f"a number of {len(str(value))} digits"
+    return failed(name, f"for layers = {L}, window = {W} you returned {shown}, expected {expected[wrong[0]]:,}.")
+
+
+__all__ = ["check_apply_rope", "check_reach", "check_window_mask"]
