@@ -50,6 +50,15 @@ checkpoints: $(STAMP)
 slides: $(STAMP)
 	$(BIN)/python tests/slides.py --out build/slides
 
+# The Chinese edition's bookkeeping (tests/translations.py): extract mha_lib's messages into the catalogs, compile
+# them, then list what is left to translate, which English chapters have no twin in notebooks/zh-CN/ and which
+# twin cells are stale (their English cell changed since they were translated).
+.PHONY: translations
+translations: $(STAMP)
+	$(BIN)/python tests/translations.py extract
+	$(BIN)/python tests/translations.py compile
+	$(BIN)/python tests/translations.py status
+
 install: $(STAMP) $(WIDGETS7_STAMP) $(JUPYTER_CONFIG)
 
 $(STAMP): requirements.txt requirements-nodeps.txt pyproject.toml
