@@ -9,7 +9,7 @@ imports no wing; a wing imports the core and the wings listed below it, never on
     display/       every chapter: printing, heatmaps, explorers, static widget pictures
     ─────────────
     core           functional  masks  positions  cache  modules  heads  conversions  sizes  validation
-                   runtime  data  ablation  results
+                   runtime  data  ablation  results  language
 
 The core, top-down in the order the chapters teach it:
 
@@ -25,6 +25,7 @@ The core, top-down in the order the chapters teach it:
     data.py         the small inputs the notebooks use;  runtime.py  device and reproducibility
     validation.py   argument checks with messages a student can act on
     ablation.py     knocking heads out: the one tool chapters 10 and 11 share
+    language.py     set_language("zh-CN"): the wings' messages, figure labels and checkers in Chinese (gettext)
     results.py      chapter 9's saved measurements of the core's kernels (benchmark_results/, in the wheel)
 
 display/ — everything that draws or prints (matplotlib and ipywidgets loaded on first use):
@@ -76,6 +77,7 @@ from .functional import (
     stable_softmax,
 )
 from .heads import HEAD_FORMERS, DirectSplitHeads, GroupedConvHeads, ProjectionHeads, make_head_former
+from .language import get_language, set_language
 from .masks import (
     additive_mask,
     causal_mask,
@@ -140,7 +142,7 @@ def __dir__():
 __all__ = [
     "DECODER_CONFIGS", "DecoderAttention", "KVCache", "apply_rope", "apply_rope_interleaved", "attention_from_llama",
     "causal_mask_at", "expand_kv_heads", "interleaved_order", "kv_cache_bytes", "rope_cos_sin", "rope_frequencies",
-    "rotate_half", "sinusoidal_positions", "sliding_window_mask",
+    "rotate_half", "sinusoidal_positions", "sliding_window_mask", "get_language", "set_language",
     "GPT_CONFIGS", "GPTConfig", "HEAD_FORMERS", "DirectSplitHeads", "GroupedConvHeads", "ProjectionHeads",
     "WALKTHROUGH_SENTENCE", "WALKTHROUGH_TOKENS", "attention_parameter_count", "gpt_parameter_count",
     "make_head_former",
