@@ -1,0 +1,403 @@
+"""Figures and widgets of chapter 13: rotary positions (RoPE) and sliding windows (matplotlib, loaded lazily).
+
+    rotation_figure(vector, speeds)            one pair of dimensions turned at positions 0, 1, 2, ...: arrows
+    frequencies_figure(head_dim, thetas)       the speeds θ^(-2i/Dh) and their wavelengths, θ = 10,000 vs 500,000
+    rope_scores(q, k, positions, theta)        the score of q at m with k at n, for every (m, n)
+    offset_figure(q, k, m, n) / offset_widget  move both positions: the score depends only on m - n
+    window_masks_figure(tokens, window)        the causal mask beside the sliding-window mask
+    reach_matrix(layers, window, T)            which inputs can reach each position after 1..L windowed layers
+    reach_figure(layers, window) / reach_widget  how far information travels: L·(W - 1) + 1 positions
+    cache_growth_figure({"no window": [...]})  a KV cache's length while tokens are fed one by one
+
+The rotation itself lives in the core (``mha_lib.positions``: ``apply_rope``, ``rope_frequencies``), the masks
+too (``mha_lib.sliding_window_mask``); this module only draws them. Every figure is a plain
+``matplotlib.figure.Figure`` at 100 dpi, labels of at least 10 px, within 1200 × 900 px.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+import torch
+
+from ..display.plotting import COLORMAPS, DPI, LABEL_PT, MASKED_RGB, MAX_HEIGHT_IN, MAX_WIDTH_IN, SUPTITLE_PT, TITLE_PT
+from ..masks import causal_mask, sliding_window_mask
+from ..positions import apply_rope, rope_frequencies
+from ..validation import check_int, check_positive_float, check_positive_int, check_tensor
+
+Tensor = torch.Tensor
+
+KEPT_RGB = (68, 1, 84)  # viridis' dark end: a key the query may see
+AUTO_DISPLAY = {"auto_display": True}  # interactive's options: show the figure the callback returns (as interact does)
+LLAMA3_THETA = 500000.0  # Llama 3's rope_theta (its config.json); Llama 2 and the RoFormer paper use 10,000
+
+
+def _figure(width: float, height: float):
+    """A figure of whole pixels at 100 dpi, within the projector limits."""
+    from matplotlib.figure import Figure
+
+    width, height = min(width, MAX_WIDTH_IN), min(height, MAX_HEIGHT_IN)
+    fig = Figure(figsize=(round(width * DPI) / DPI, round(height * DPI) / DPI), dpi=DPI, layout="constrained")
+    fig.get_layout_engine().set(h_pad=0.06, w_pad=0.06)
+    return fig
+
+
+def _vector(name: str, value, length: int | None = None) -> Tensor:
+    if not isinstance(value, Tensor):
+        try:
+            value = torch.tensor(value, dtype=torch.float32)
+        except (TypeError, ValueError, RuntimeError):
+            raise TypeError(f"{name} must be a 1-D tensor or a list of numbers, got {type(value).__name__}") from None
+    check_tensor(name, value, ndim=1, layout="(Dh,)")
+    if not value.is_floating_point():
+        raise TypeError(f"{name} must hold floating-point numbers, got {value.dtype}")
+    if length is not None and value.shape[0] != length:
+        raise ValueError(f"{name} must have {length} entries, got {value.shape[0]}")
+    if not bool(torch.isfinite(value).all()):
+        raise ValueError(f"{name} must be finite (no NaN or inf)")
+    return value.detach().float().cpu()
+
+
+def _check_even_vector(name: str, value) -> Tensor:
+    value = _vector(name, value)
+    if value.shape[0] < 2 or value.shape[0] % 2:
+        raise ValueError(f"{name} must have an even number of entries (RoPE turns them in pairs), got "
+                         f"{value.shape[0]}")
+    return value
+
+
+# ----------------------------------------------------------------------------------------------- the rotation
+
+
+def rotation_figure(vector=(1.0, 0.35), speeds=(1.0, 0.25), positions=range(6)):
+    """One pair of dimensions ``(x_i, x_{i + Dh/2})`` turned by ``position × speed``, one panel per speed.
+
+    Each arrow is the same pair at another position ``m``: its length never changes, only its angle
+    ``m · speed`` (radians). A fast pair (speed 1) turns almost a sixth of a circle per token; a slow one barely moves.
+    """
+    pair = _vector("vector", vector, 2)
+    if not isinstance(speeds, (list, tuple)) or not speeds:
+        raise TypeError(f"speeds must be a non-empty list or tuple of numbers, got {type(speeds).__name__}")
+    speeds = [check_positive_float("speeds[i]", s) for s in speeds]
+    positions = [check_int("positions[i]", p, low=0) for p in positions]
+    if not positions:
+        raise ValueError("positions must not be empty")
+    from matplotlib import colormaps
+
+    colours = colormaps[COLORMAPS["weights"]](np.linspace(0.0, 0.85, len(positions)))
+    radius = float(pair.norm())
+    fig = _figure(3.6 * len(speeds) + 0.4, 4.0)
+    axes = fig.subplots(1, len(speeds), squeeze=False)[0]
+    for ax, speed in zip(axes, speeds):
+        for colour, m in zip(colours, positions):
+            angle = m * speed
+            c, s = math.cos(angle), math.sin(angle)
+            x, y = c * pair[0].item() - s * pair[1].item(), s * pair[0].item() + c * pair[1].item()
+            ax.annotate("", xy=(x, y), xytext=(0, 0),
+                        arrowprops={"arrowstyle": "-|>", "color": colour, "lw": 2.0, "shrinkA": 0, "shrinkB": 0})
+            ax.text(1.13 * x, 1.13 * y, f"m={m}", fontsize=LABEL_PT, ha="center", va="center", color=colour)
+        circle = np.linspace(0, 2 * math.pi, 200)
+        ax.plot(radius * np.cos(circle), radius * np.sin(circle), color="0.8", lw=1, zorder=0)
+        limit = 1.35 * radius
+        ax.set_xlim(-limit, limit)
+        ax.set_ylim(-limit, limit)
+        ax.set_aspect("equal")
+        ax.axhline(0, color="0.85", lw=0.8, zorder=0)
+        ax.axvline(0, color="0.85", lw=0.8, zorder=0)
+        ax.set_title(f"speed {speed:g} rad per token", fontsize=TITLE_PT)
+        ax.set_xlabel("dimension i", fontsize=TITLE_PT)
+        ax.set_ylabel("dimension i + Dh/2", fontsize=TITLE_PT)
+        ax.tick_params(labelsize=LABEL_PT)
+    fig.suptitle("One pair of a query, rotated by position × speed (same length at every position)",
+                 fontsize=SUPTITLE_PT)
+    return fig
+
+
+def wavelengths(head_dim: int, theta: float) -> Tensor:
+    """Tokens per full turn of each pair, ``2π / θ^(-2i/Dh)``, ``(Dh/2,)``."""
+    return 2 * math.pi / rope_frequencies(head_dim, theta).double()
+
+
+def frequencies_figure(head_dim: int = 128, thetas=(10000.0, LLAMA3_THETA)):
+    """Left: the speed of each pair, ``θ^(-2i/Dh)`` (log scale). Right: its wavelength in tokens, ``2π / speed``.
+
+    A larger θ lowers every speed but the first: the slow pairs turn slower still, and their wavelengths grow.
+    """
+    head_dim = check_positive_int("head_dim", head_dim)
+    if not isinstance(thetas, (list, tuple)) or not thetas:
+        raise TypeError(f"thetas must be a non-empty list or tuple of numbers, got {type(thetas).__name__}")
+    thetas = [check_positive_float("thetas[i]", t) for t in thetas]
+    fig = _figure(11.0, 4.2)
+    left, right = fig.subplots(1, 2)
+    pairs = np.arange(head_dim // 2)
+    styles = ("-", "--", ":", "-.")
+    for n, theta in enumerate(thetas):
+        speeds = rope_frequencies(head_dim, theta).double().numpy()
+        label = f"θ = {theta:,.0f}"
+        left.plot(pairs, speeds, styles[n % 4], lw=2, label=label)
+        right.plot(pairs, 2 * math.pi / speeds, styles[n % 4], lw=2, label=label)
+        right.annotate(f"{2 * math.pi / speeds[-1]:,.0f} tokens", xy=(pairs[-1], 2 * math.pi / speeds[-1]),
+                       xytext=(-8, 6 if n == len(thetas) - 1 else -14), textcoords="offset points", ha="right",
+                       fontsize=LABEL_PT)
+    left.set_title("speed of pair i: θ^(-2i/Dh) radians per token", fontsize=TITLE_PT)
+    right.set_title("wavelength of pair i: 2π / speed, tokens per turn", fontsize=TITLE_PT)
+    for ax in (left, right):
+        ax.set_yscale("log")
+        ax.set_xlabel(f"pair i (0 .. {head_dim // 2 - 1}), Dh = {head_dim}", fontsize=TITLE_PT)
+        ax.grid(True, which="major", color="0.9")
+        ax.tick_params(labelsize=LABEL_PT)
+        ax.legend(fontsize=LABEL_PT)
+    top = max(float(wavelengths(head_dim, t)[-1]) for t in thetas)
+    right.set_ylim(top=top * 12)  # room for the labels of the longest wavelengths
+    left.set_ylabel("radians per token", fontsize=TITLE_PT)
+    right.set_ylabel("tokens", fontsize=TITLE_PT)
+    fig.suptitle("RoPE's frequencies: a larger θ turns the slow pairs slower (longer wavelengths)",
+                 fontsize=SUPTITLE_PT)
+    return fig
+
+
+# --------------------------------------------------------------------------------------- the offset widget
+
+
+def rope_scores(q, k, positions, theta: float = 10000.0) -> Tensor:
+    """``S[m, n] = rope(q, m) · rope(k, n)`` for every pair of ``positions``: one query and one key vector, ``(P, P)``."""
+    q, k = _check_even_vector("q", q), _check_even_vector("k", k)
+    if q.shape != k.shape:
+        raise ValueError(f"q and k must have the same size, got {tuple(q.shape)} and {tuple(k.shape)}")
+    check_tensor("positions", positions, ndim=1, layout="(P,)")
+    P = positions.shape[0]
+    turned_q = apply_rope(q.expand(P, -1), positions, theta)  # (Dh,) -> (P, Dh): q at every position
+    turned_k = apply_rope(k.expand(P, -1), positions, theta)  # (P, Dh): k at every position
+    return turned_q @ turned_k.T  # (P, Dh) @ (Dh, P) -> (P, P)
+
+
+def offset_figure(q, k, m: int, n: int, *, theta: float = 10000.0, num_positions: int = 16):
+    """Left: the first pair of q at position m and of k at position n. Right: the score of q at every position
+    with k at every position, ``(num_positions, num_positions)``, (m, n) framed, its diagonal (same m - n) dashed.
+
+    Every diagonal of the right panel has one colour: the score depends only on the offset m - n.
+    """
+    num_positions = check_positive_int("num_positions", num_positions)
+    m = check_int("m", m, low=0)
+    n = check_int("n", n, low=0)
+    if m >= num_positions or n >= num_positions:
+        raise ValueError(f"m and n must be below num_positions = {num_positions}, got m = {m}, n = {n}")
+    q, k = _check_even_vector("q", q), _check_even_vector("k", k)
+    theta = check_positive_float("theta", theta)
+    positions = torch.arange(num_positions)
+    scores = rope_scores(q, k, positions, theta).numpy()  # (P, P)
+    half = q.shape[0] // 2
+    turned_q = apply_rope(q[None], torch.tensor([m]), theta)[0]  # (Dh,)
+    turned_k = apply_rope(k[None], torch.tensor([n]), theta)[0]
+
+    fig = _figure(10.0, 4.6)
+    left, right = fig.subplots(1, 2, width_ratios=[1, 1.25])
+    radius = max(float(q[[0, half]].norm()), float(k[[0, half]].norm()), 1e-6)
+    for vector, colour, label in ((turned_q, "#d62728", f"q at m = {m}"), (turned_k, "#1f77b4", f"k at n = {n}")):
+        x, y = vector[0].item(), vector[half].item()
+        left.annotate("", xy=(x, y), xytext=(0, 0),
+                      arrowprops={"arrowstyle": "-|>", "color": colour, "lw": 2.5, "shrinkA": 0, "shrinkB": 0})
+        left.plot([], [], color=colour, lw=2.5, label=label)
+    circle = np.linspace(0, 2 * math.pi, 200)
+    for vector in (q, k):
+        r = float(vector[[0, half]].norm())
+        left.plot(r * np.cos(circle), r * np.sin(circle), color="0.85", lw=1, zorder=0)
+    limit = 1.25 * radius
+    left.set_xlim(-limit, limit)
+    left.set_ylim(-limit, limit)
+    left.set_aspect("equal")
+    left.legend(fontsize=LABEL_PT, loc="lower left")
+    left.set_title(f"pair 0 (speed 1): angle between them (m - n)·1 = {m - n} rad", fontsize=TITLE_PT)
+    left.set_xlabel("dimension 0", fontsize=TITLE_PT)
+    left.set_ylabel(f"dimension {half}", fontsize=TITLE_PT)
+    left.tick_params(labelsize=LABEL_PT)
+
+    bound = float(np.abs(scores).max()) or 1.0
+    image = right.imshow(scores, cmap=COLORMAPS["scores"], vmin=-bound, vmax=bound, interpolation="nearest")
+    right.plot([n], [m], marker="s", markersize=14, markerfacecolor="none", markeredgecolor="black",
+               markeredgewidth=2.5)
+    offset = m - n
+    line = [(j + offset, j) for j in range(num_positions) if 0 <= j + offset < num_positions]
+    right.plot([j for _, j in line], [i for i, _ in line], "--", color="black", lw=1.2)
+    right.set_title("score of q at m with k at n (dashed: the same m - n)", fontsize=TITLE_PT)
+    right.set_xlabel("key position n", fontsize=TITLE_PT)
+    right.set_ylabel("query position m", fontsize=TITLE_PT)
+    right.tick_params(labelsize=LABEL_PT)
+    bar = fig.colorbar(image, ax=right, shrink=0.9)
+    bar.set_label("score", fontsize=TITLE_PT)
+    bar.ax.tick_params(labelsize=LABEL_PT)
+    fig.suptitle(f"m = {m}, n = {n}, offset m - n = {offset}: score {scores[m, n]:.4f} "
+                 f"(θ = {theta:,.0f}, Dh = {q.shape[0]})", fontsize=SUPTITLE_PT)
+    return fig
+
+
+def _int_slider(description: str, value: int, low: int, high: int):
+    from ipywidgets import IntSlider, Layout
+
+    return IntSlider(value=value, min=low, max=high, description=description, continuous_update=False,
+                     style={"description_width": "initial"}, layout=Layout(width="420px"))
+
+
+def offset_widget(q, k, *, theta: float = 10000.0, num_positions: int = 16, m: int = 5, n: int = 2):
+    """Two sliders, query position m and key position n, redrawing ``offset_figure`` on release."""
+    from ipywidgets import interactive
+
+    num_positions = check_positive_int("num_positions", num_positions)
+    q, k = _check_even_vector("q", q), _check_even_vector("k", k)
+    return interactive(lambda m, n: offset_figure(q, k, m, n, theta=theta, num_positions=num_positions), AUTO_DISPLAY,
+                       m=_int_slider("query position m", m, 0, num_positions - 1),
+                       n=_int_slider("key position n", n, 0, num_positions - 1))
+
+
+# ----------------------------------------------------------------------------------------- sliding windows
+
+
+def _draw_mask(ax, keep: np.ndarray, labels, title: str, show_queries: bool) -> None:
+    image = np.empty(keep.shape + (3,), dtype=np.uint8)
+    image[keep] = KEPT_RGB
+    image[~keep] = MASKED_RGB
+    ax.imshow(image, interpolation="nearest")
+    T = keep.shape[0]
+    ax.set_xticks(range(T), labels, rotation=90, fontsize=LABEL_PT)
+    ax.set_yticks(range(T), labels if show_queries else [""] * T, fontsize=LABEL_PT)
+    ax.set_xticks(np.arange(-0.5, T), minor=True)
+    ax.set_yticks(np.arange(-0.5, T), minor=True)
+    ax.grid(True, which="minor", color="white", lw=1)
+    ax.tick_params(which="both", length=0)
+    ax.set_title(title, fontsize=TITLE_PT)
+    ax.set_xlabel("key (… to column)", fontsize=TITLE_PT)
+    if show_queries:
+        ax.set_ylabel("query (row attends …)", fontsize=TITLE_PT)
+
+
+def _labels(tokens) -> list[str]:
+    if isinstance(tokens, numbers.Integral) and not isinstance(tokens, bool):
+        return [str(t) for t in range(check_positive_int("tokens", tokens))]
+    if not isinstance(tokens, (list, tuple)) or not tokens or not all(isinstance(t, str) for t in tokens):
+        raise TypeError(f"tokens must be a number of tokens or a non-empty list of str, got {type(tokens).__name__}")
+    return list(tokens)
+
+
+def window_masks_figure(tokens, window: int):
+    """The causal mask beside the sliding-window mask of width ``window`` (dark: the query may see that key).
+
+    ``tokens``: the token labels (or a number of tokens, labelled 0, 1, 2, ...).
+    """
+    labels = _labels(tokens)
+    window = check_positive_int("window", window)
+    T = len(labels)
+    fig = _figure(min(2.0 + 0.42 * T, 5.5) * 2, min(1.6 + 0.42 * T, 6.0))
+    left, right = fig.subplots(1, 2)
+    _draw_mask(left, causal_mask(T).numpy(), labels, f"causal: query t sees keys 0 .. t", True)
+    _draw_mask(right, sliding_window_mask(T, window).numpy(), labels,
+               f"sliding window W = {window}: keys t - {window - 1} .. t", False)
+    fig.suptitle("Dark: the query may attend to that key; grey: masked", fontsize=SUPTITLE_PT)
+    return fig
+
+
+def reach_matrix(layers: int, window: int, num_tokens: int) -> Tensor:
+    """``R[l, t, s]``: can input token s reach position t's vector after l + 1 windowed layers? ``(L, T, T)`` bool.
+
+    Computed from the masks, not from a formula: one layer moves information along the window mask (query t
+    reads keys t - W + 1 .. t); L layers compose it L times.
+    """
+    layers = check_positive_int("layers", layers)
+    window = check_positive_int("window", window)
+    num_tokens = check_positive_int("num_tokens", num_tokens)
+    one = sliding_window_mask(num_tokens, window).to(torch.int64)  # (T, T): t reads s in one layer
+    reach, steps = torch.eye(num_tokens, dtype=torch.int64), []
+    for _ in range(layers):
+        reach = ((one @ reach) > 0).to(torch.int64)  # (T, T) @ (T, T): through any key of the window
+        steps.append(reach.bool())
+    return torch.stack(steps)  # L × (T, T) -> (L, T, T)
+
+
+def receptive_field(layers: int, window: int, num_tokens: int | None = None) -> int:
+    """How many input positions the last token can read after ``layers`` windowed layers, counted from the masks
+    (``reach_matrix``) on a sequence long enough (default ``layers · window + 1`` tokens)."""
+    layers = check_positive_int("layers", layers)
+    window = check_positive_int("window", window)
+    num_tokens = layers * window + 1 if num_tokens is None else check_positive_int("num_tokens", num_tokens)
+    return int(reach_matrix(layers, window, num_tokens)[-1, -1].sum())
+
+
+def reach_figure(layers: int, window: int, num_tokens: int | None = None):
+    """Rows: after layer 1 .. L; columns: input positions. Dark: that input can reach the last token's vector.
+
+    Each layer reaches ``W - 1`` positions further back: after L layers, ``L·(W - 1) + 1`` positions.
+    """
+    layers = check_positive_int("layers", layers)
+    window = check_positive_int("window", window)
+    if num_tokens is None:
+        num_tokens = min(max(layers * (window - 1) + 4, 24), 60)
+    num_tokens = check_positive_int("num_tokens", num_tokens)
+    reach = reach_matrix(layers, window, num_tokens)[:, -1].numpy()  # (L, T): what the last token reads
+    image = np.empty(reach.shape + (3,), dtype=np.uint8)
+    image[reach] = KEPT_RGB
+    image[~reach] = MASKED_RGB
+    width = min(max(2.2 + 0.19 * num_tokens, 8.0), MAX_WIDTH_IN)
+    fig = _figure(width, 1.9 + 0.36 * layers)
+    ax = fig.subplots()
+    ax.imshow(image, interpolation="nearest", aspect="auto")
+    every = max(1, math.ceil(num_tokens / 30))
+    ticks = [t for t in range(num_tokens) if (num_tokens - 1 - t) % every == 0]
+    ax.set_xticks(ticks, [str(t) for t in ticks], fontsize=LABEL_PT, rotation=90 if num_tokens > 30 else 0)
+    ax.set_yticks(range(layers), [f"after layer {l + 1}" for l in range(layers)], fontsize=LABEL_PT)
+    ax.set_xticks(np.arange(-0.5, num_tokens), minor=True)
+    ax.set_yticks(np.arange(-0.5, layers), minor=True)
+    ax.grid(True, which="minor", color="white", lw=0.8)
+    ax.tick_params(which="both", length=0)
+    ax.set_xlabel(f"input position (the last token is {num_tokens - 1})", fontsize=TITLE_PT)
+    counted = int(reach[-1].sum())
+    ax.set_title(f"W = {window}, L = {layers}: the last token reads {counted} positions "
+                 f"= L·(W - 1) + 1 = {layers}·{window - 1} + 1"
+                 + ("" if counted == layers * (window - 1) + 1 else " (cut by the sequence's start)"),
+                 fontsize=TITLE_PT)
+    fig.suptitle("How far back information can travel through stacked sliding windows", fontsize=SUPTITLE_PT)
+    return fig
+
+
+def reach_widget(layers: int = 3, window: int = 4, *, max_layers: int = 8, max_window: int = 8):
+    """Two sliders, layers L and window W, redrawing ``reach_figure`` on release."""
+    from ipywidgets import interactive
+
+    max_layers = check_positive_int("max_layers", max_layers)
+    max_window = check_positive_int("max_window", max_window)
+    return interactive(lambda layers, window: reach_figure(layers, window), AUTO_DISPLAY,
+                       layers=_int_slider("layers L", check_positive_int("layers", layers), 1, max_layers),
+                       window=_int_slider("window W", check_positive_int("window", window), 1, max_window))
+
+
+# --------------------------------------------------------------------------------------------- the cache
+
+
+def cache_growth_figure(lengths: dict, *, ylabel: str = "tokens held (cache.length)"):
+    """One line per cache: what it holds after each token fed, ``{"no window": [1, 2, 3, ...], ...}``."""
+    if not isinstance(lengths, dict) or not lengths:
+        raise TypeError(f"lengths must be a non-empty dict {{label: [values]}}, got {type(lengths).__name__}")
+    fig = _figure(7.0, 3.6)
+    ax = fig.subplots()
+    styles = ("-o", "--s", ":^", "-.d")
+    for n, (label, values) in enumerate(lengths.items()):
+        if not isinstance(label, str):
+            raise TypeError(f"lengths must have str keys (the labels), got {type(label).__name__}")
+        values = list(values)
+        if not values or not all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in values):
+            raise TypeError(f"lengths[{label!r}] must be a non-empty list of numbers")
+        ax.plot(range(1, len(values) + 1), values, styles[n % 4], lw=2, markersize=4, label=label)
+    ax.set_xlabel("tokens fed", fontsize=TITLE_PT)
+    ax.set_ylabel(ylabel, fontsize=TITLE_PT)
+    ax.tick_params(labelsize=LABEL_PT)
+    ax.grid(True, color="0.9")
+    ax.legend(fontsize=LABEL_PT)
+    ax.set_title("A KV cache while tokens are fed one by one", fontsize=TITLE_PT)
+    return fig
+
+
+__all__ = [
+    "LLAMA3_THETA", "cache_growth_figure", "frequencies_figure", "offset_figure", "offset_widget", "reach_figure",
+    "reach_matrix", "reach_widget", "receptive_field", "rope_scores", "rotation_figure", "wavelengths",
+    "window_masks_figure",
+]
