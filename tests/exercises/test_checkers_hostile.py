@@ -27,6 +27,7 @@ from mha_lib.exercises import ch07_output_projection as ch07
 from mha_lib.exercises import ch08_putting_it_together as ch08
 from mha_lib.exercises import ch09_efficiency as ch09
 from mha_lib.exercises import ch11_heads_learn as ch11
+from mha_lib.exercises import ch12_sharing_keys_and_values as ch12
 
 
 # --- one correct solution per checker, written as a student would -------------------------------------------
@@ -113,6 +114,9 @@ CHECKERS = {
     "ch09.lean_attention": (ch09.check_lean_attention, lean, "pair"),
     "ch11.induction_score": (ch11.check_induction_score, induction_score, "tensor"),
     "ch11.is_causal": (ch11.check_is_causal, is_causal, "verdict"),
+    "ch12.expand_kv": (ch12.check_expand_kv, lambda k, h: k.repeat_interleave(h // k.shape[1], dim=1), "tensor"),
+    "ch12.cache_bytes": (ch12.check_cache_bytes, lambda c, t, b: c.n_layers * 2 * c.num_kv_heads * c.head_dim * (
+        t if c.window is None else min(t, c.window)) * b, "count"),
 }
 ALL = list(CHECKERS)
 RETURNING_TENSORS = [name for name, (_, _, kind) in CHECKERS.items() if kind in ("tensor", "pair", "class")]
