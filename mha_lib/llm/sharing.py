@@ -278,7 +278,7 @@ def generation_steps_figure(weights: Tensor, tokens, *, prompt_length: int, step
     norm = Normalize(0.0, 1.0)
     panels = [("prompt", list(range(prompt_length)))] + [(f"step {s}", [s]) for s in steps]
     n = len(panels)
-    fig = _figure(min(MAX_WIDTH_IN, 0.35 + n * (panel + 0.25)), panel + 1.3)
+    fig = _figure(min(MAX_WIDTH_IN, 0.35 + n * (panel + 0.25)), panel + 1.9)
     axes = fig.subplots(1, n, squeeze=False)[0]
     masked = np.array(MASKED_RGB) / 255
     for i, (ax, (name, rows)) in enumerate(zip(axes, panels)):
@@ -297,20 +297,22 @@ def generation_steps_figure(weights: Tensor, tokens, *, prompt_length: int, step
             ax.add_patch(Rectangle((-0.5, r - 0.5), r + 1, 1, fill=False, ec="black", lw=1.5))
         if name != "prompt":
             s = rows[0]
-            ax.add_patch(Rectangle((-0.5, -1.6), s, 0.8, color=CACHE_RGB, clip_on=False))
-            ax.add_patch(Rectangle((s - 0.5, -1.6), 1, 0.8, color=NEW_RGB, clip_on=False))
-            ax.set_title(f"{name}: {s} cached keys + 1 new", fontsize=TITLE_PT, pad=18)
+            ax.add_patch(Rectangle((-0.5, -1.7), s, 0.8, color=CACHE_RGB))
+            ax.add_patch(Rectangle((s - 0.5, -1.7), 1, 0.8, color=NEW_RGB))
+            ax.set_title(f"{name}: {s} cached keys + 1 new", fontsize=TITLE_PT)
         else:
-            ax.add_patch(Rectangle((-0.5, -1.6), prompt_length, 0.8, color=NEW_RGB, clip_on=False))
-            ax.set_title(f"prompt: {prompt_length} new keys", fontsize=TITLE_PT, pad=18)
+            ax.add_patch(Rectangle((-0.5, -1.7), prompt_length, 0.8, color=NEW_RGB))
+            ax.set_title(f"prompt: {prompt_length} new keys", fontsize=TITLE_PT)
         ax.set_xticks(range(T), labels, fontsize=LABEL_PT, rotation=90 if max(map(len, labels)) > 2 else 0)
         ax.set_yticks(range(T), labels if i == 0 else [""] * T, fontsize=LABEL_PT)
         ax.tick_params(length=0, pad=2)
         ax.set_xlim(-0.5, T - 0.5)
-        ax.set_ylim(T - 0.5, -0.5)
+        ax.set_ylim(T - 0.5, -1.9)  # room above row 0 for the bar of keys
+        ax.spines["top"].set_visible(False)
+        ax.plot([-0.5, T - 0.5], [-0.5, -0.5], color="black", lw=0.8)  # the matrix's top edge
         if i == 0:
             ax.set_ylabel("query (row)", fontsize=TITLE_PT)
-        ax.set_xlabel("key", fontsize=TITLE_PT)
+            ax.set_xlabel("key", fontsize=TITLE_PT)
     notes = ("framed, in colour: the rows computed at this step · faded: earlier steps (never recomputed) · white: not "
              "generated yet · grey: masked\nbar above the keys: orange = read from the cache, red = projected at "
              "this step (and appended to the cache)")
