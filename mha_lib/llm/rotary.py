@@ -209,7 +209,7 @@ def offset_figure(q, k, m: int, n: int, *, theta: float = 10000.0, num_positions
     left.set_ylim(-limit, limit)
     left.set_aspect("equal")
     left.legend(fontsize=LABEL_PT, loc="lower left")
-    left.set_title(f"pair 0 (speed 1): angle between them (m - n)·1 = {m - n} rad", fontsize=TITLE_PT)
+    left.set_title(f"pair 0 (speed 1 rad per token): q turned by {m} rad, k by {n}", fontsize=TITLE_PT)
     left.set_xlabel("dimension 0", fontsize=TITLE_PT)
     left.set_ylabel(f"dimension {half}", fontsize=TITLE_PT)
     left.tick_params(labelsize=LABEL_PT)
