@@ -154,16 +154,21 @@ def _grouping_strip(ax, H: int, G: int) -> None:
     """H query heads on top, G key/value heads below, a line from each query head to the kv head it reads."""
     from matplotlib.patches import Rectangle
 
+    import matplotlib
+
     per_group = H // G
     box = 0.8
+    # more kv heads than the palette: distinct hues from a cyclic map, so that no two kv heads share a colour
+    colours = GROUP_COLOURS[:G] if G <= len(GROUP_COLOURS) else [
+        matplotlib.colormaps["hsv"](g / G) for g in range(G)]
     kv_x = [(g + 0.5) * H / G - 0.5 for g in range(G)]  # each kv head under the middle of its group
     for h in range(H):
         g = h // per_group
-        colour = GROUP_COLOURS[g % len(GROUP_COLOURS)]
+        colour = colours[g]
         ax.add_patch(Rectangle((h - box / 2, 1.6), box, box, color=colour))
-        ax.plot([h, kv_x[g]], [1.6, 0.4 + box * 0.5], color=colour, lw=1.0)
+        ax.plot([h, kv_x[g]], [1.6, 0.4], color=colour, lw=1.0)  # down to the top of its kv head
     for g, x in enumerate(kv_x):
-        colour = GROUP_COLOURS[g % len(GROUP_COLOURS)]
+        colour = colours[g]
         width = max(box, per_group - 0.2)
         ax.add_patch(Rectangle((x - width / 2, -0.4 + box * 0.5 - box / 2), width, box, color=colour))
     ax.set_xlim(-1, H)
