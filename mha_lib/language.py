@@ -22,6 +22,7 @@ from __future__ import annotations
 import gettext as _gettext
 from functools import lru_cache
 from pathlib import Path
+from typing import Callable
 
 DOMAIN = "mha_lib"
 LOCALE_DIR = Path(__file__).resolve().parent / "locale"
@@ -29,6 +30,7 @@ LANGUAGES = ("en", "zh-CN")  # the codes set_language accepts ("zh_CN" is read a
 _ALIASES = {"en": "en", "zh-CN": "zh-CN", "zh_CN": "zh-CN"}
 
 _current = "en"
+_listeners: list[Callable[[str], None]] = []  # called with the new code by set_language (display/: CJK fonts)
 
 
 def set_language(code: str) -> None:
@@ -40,6 +42,15 @@ def set_language(code: str) -> None:
     if not isinstance(code, str) or code not in _ALIASES:
         raise ValueError(f"set_language(code): code must be one of {list(LANGUAGES)}, got {code!r}")
     _current = _ALIASES[code]
+    for listener in _listeners:
+        listener(_current)
+
+
+def on_language_change(listener: Callable[[str], None]) -> None:
+    """Call ``listener(code)`` now and after every ``set_language``: how a wing follows the language without the
+    core importing it (the display wing switches matplotlib's CJK fallback font on for Chinese)."""
+    _listeners.append(listener)
+    listener(_current)
 
 
 def get_language() -> str:
@@ -97,5 +108,5 @@ class Messages(dict):
 
 _ = gettext
 
-__all__ = ["LANGUAGES", "Messages", "N_", "get_language", "gettext", "ngettext", "pgettext", "set_language",
-           "translations"]
+__all__ = ["LANGUAGES", "Messages", "N_", "get_language", "gettext", "ngettext", "on_language_change", "pgettext",
+           "set_language", "translations"]

@@ -7,5 +7,19 @@
     fonts.py           a CJK fallback font for token labels
     static_widgets.py  widget cells saved as a sentence + picture (a Jupyter pre-save hook; standard library only)
 
-Nothing is imported here: ``import mha_lib.display.static_widgets`` loads neither matplotlib nor ipywidgets.
+Nothing heavy is imported here: ``import mha_lib.display.static_widgets`` loads neither matplotlib nor ipywidgets.
+In Chinese (``mha_lib.set_language("zh-CN")``) matplotlib falls back to a CJK font for every figure, the
+notebook's own included, not only those drawn by ``plotting.py``.
 """
+
+from ..language import on_language_change
+
+
+def _cjk_fonts_for(code: str) -> None:
+    if code != "en":
+        from .fonts import use_cjk_fallback
+
+        use_cjk_fallback()
+
+
+on_language_change(_cjk_fonts_for)

@@ -80,3 +80,30 @@ def test_of_the_test_a_missing_mo_falls_back_to_english(tmp_path):
     fallback = gettext.translation(language.DOMAIN, str(tmp_path), languages=["zh_CN"], fallback=True)
     assert not isinstance(fallback, gettext.GNUTranslations)
     assert fallback.gettext(KNOWN) == KNOWN
+
+
+def test_a_listener_follows_the_language():
+    from mha_lib import language
+
+    heard = []
+    language.on_language_change(heard.append)
+    try:
+        language.set_language("zh-CN")
+        language.set_language("en")
+    finally:
+        language._listeners.remove(heard.append)
+    assert heard == ["en", "zh-CN", "en"]  # called once at once, then after each set_language
+
+
+def test_chinese_switches_matplotlib_to_a_cjk_fallback_font():
+    import matplotlib
+
+    import mha_lib
+    import mha_lib.display  # noqa: F401  (registers the display wing's listener)
+
+    with matplotlib.rc_context({"font.family": ["sans-serif"]}):  # no CJK font yet
+        mha_lib.set_language("zh-CN")
+        try:
+            assert "Noto Sans SC" in matplotlib.rcParams["font.family"]
+        finally:
+            mha_lib.set_language("en")
