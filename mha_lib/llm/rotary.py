@@ -8,6 +8,8 @@
     reach_matrix(layers, window, T)            which inputs can reach each position after 1..L windowed layers
     reach_figure(layers, window) / reach_widget  how far information travels: L·(W - 1) + 1 positions
     cache_growth_figure({"no window": [...]})  a KV cache's length while tokens are fed one by one
+    rotary_induction_model() / evaluate_at_length(model, T)  chapter 11's model with RoPE instead of learned
+                                               positions, and its held-out scores on longer sequences
 
 The rotation itself lives in the core (``mha_lib.positions``: ``apply_rope``, ``rope_frequencies``), the masks
 too (``mha_lib.sliding_window_mask``); this module only draws them. Every figure is a plain
@@ -396,8 +398,73 @@ def cache_growth_figure(lengths: dict, *, ylabel: str = "tokens held (cache.leng
     return fig
 
 
+# ------------------------------------------------------------------------------- chapter 11's model with RoPE
+
+
+class NoPositions(torch.nn.Module):
+    """Stands in for a model's position table: adds nothing (RoPE puts the positions into every layer instead)."""
+
+    def forward(self, positions: Tensor) -> Tensor:
+        return torch.zeros((), device=positions.device)  # broadcasts: token embeddings + 0
+
+
+def rotary_induction_model(task=None, *, theta: float = 10000.0, context_length: int = 1024, seed: int = 0):
+    """Chapter 11's 2-layer attention-only model (``mha_lib.induction.model``), with RoPE instead of learned
+    positions: no position table, and every layer ``MultiHeadAttention(..., rope_theta=theta)``.
+
+    The same class, task, training (``induction.train``) and scores as chapter 11, seeded the same way; only the
+    positions change. Without a table of ``seq_len`` positions it runs on sequences longer than it trained on
+    (up to ``context_length``): ``evaluate_at_length``.
+    """
+    from ..induction.model import AttentionOnlyTransformer, InductionTask
+    from ..modules import MultiHeadAttention
+    from ..validation import check_seed
+
+    task = InductionTask() if task is None else task
+    theta = check_positive_float("theta", theta)
+    context_length = check_positive_int("context_length", context_length)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(check_seed("seed", seed))
+        model = AttentionOnlyTransformer(task, num_layers=2)
+        d_model, heads = model.config.d_model, model.config.num_heads
+        model.position_embedding = NoPositions()
+        model.layers = torch.nn.ModuleList([
+            MultiHeadAttention(d_model, d_model, context_length, 0.0, heads, rope_theta=theta) for _ in model.layers
+        ])
+    return model
+
+
+def evaluate_at_length(model, seq_len: int, *, size: int = 512, seed: int = 123) -> dict:
+    """``induction.evaluate`` on ``size`` held-out sequences of ``seq_len`` tokens (the chapter's task otherwise:
+    the same vocabulary and periods, so the segment repeats more often). ``{"loss", "accuracy", "previous_token",
+    "induction"}``. A model with a learned position table cannot run beyond its table: a ``ValueError`` says so.
+    """
+    from dataclasses import replace
+
+    from ..induction.model import AttentionOnlyTransformer, evaluate, repeated_sequences
+
+    if not isinstance(model, AttentionOnlyTransformer):
+        raise TypeError(f"model must be an induction AttentionOnlyTransformer, got {type(model).__name__}")
+    seq_len = check_positive_int("seq_len", seq_len)
+    if not isinstance(model.position_embedding, NoPositions) and seq_len > model.position_embedding.num_embeddings:
+        raise ValueError(f"this model learned {model.position_embedding.num_embeddings} position vectors and has "
+                         f"none for positions {model.position_embedding.num_embeddings} to {seq_len - 1}: it cannot "
+                         f"read {seq_len} tokens")
+    longest = min(layer.context_length for layer in model.layers)
+    if seq_len > longest:
+        raise ValueError(f"seq_len must be at most the layers' context_length = {longest}, got {seq_len}")
+    task = replace(model.task, seq_len=seq_len)
+    batch = repeated_sequences(task, check_positive_int("size", size), torch.Generator().manual_seed(seed))
+    trained_task = model.task
+    model.task = task  # the model checks token lengths against its task
+    try:
+        return evaluate(model, batch)
+    finally:
+        model.task = trained_task
+
+
 __all__ = [
-    "LLAMA3_THETA", "cache_growth_figure", "frequencies_figure", "offset_figure", "offset_widget", "reach_figure",
+    "LLAMA3_THETA", "NoPositions", "evaluate_at_length", "rotary_induction_model", "cache_growth_figure", "frequencies_figure", "offset_figure", "offset_widget", "reach_figure",
     "reach_matrix", "reach_widget", "receptive_field", "rope_scores", "rotation_figure", "wavelengths",
     "window_masks_figure",
 ]

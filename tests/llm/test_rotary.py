@@ -202,3 +202,45 @@ def test_bad_input_names_the_argument(call, error, phrase):
     with pytest.raises(error) as caught:
         call()
     assert phrase in str(caught.value)
+
+
+# --- chapter 11's model with RoPE ----------------------------------------------------------------------------------
+
+
+def test_the_rotary_induction_model_is_chapter_11s_model_without_a_position_table():
+    from mha_lib.induction import model as induction
+
+    rope = rotary.rotary_induction_model()
+    learned = induction.new_model("two_layer")
+    assert isinstance(rope.position_embedding, rotary.NoPositions)
+    assert all(layer.rope_theta == 10000.0 and layer.causal for layer in rope.layers)
+    table = learned.position_embedding.weight.numel()  # 25 × 64
+    assert sum(p.numel() for p in rope.parameters()) == sum(p.numel() for p in learned.parameters()) - table
+    # the same seed draws the same token embeddings as chapter 11's run
+    assert torch.equal(rope.token_embedding.weight, learned.token_embedding.weight)
+    again = rotary.rotary_induction_model()
+    assert all(torch.equal(a, b) for a, b in zip(rope.state_dict().values(), again.state_dict().values()))
+
+
+def test_evaluate_at_length_runs_rope_beyond_the_training_length_and_refuses_a_learned_table():
+    from mha_lib.induction import model as induction
+
+    rope = rotary.rotary_induction_model()
+    result = rotary.evaluate_at_length(rope, 60, size=8)
+    assert set(result) == {"loss", "accuracy", "previous_token", "induction"}
+    assert result["induction"].shape == (2, 4)
+    assert rope.task.seq_len == 25  # the model's own task is put back
+    learned = induction.load_run("two_layer").model
+    at_25 = rotary.evaluate_at_length(learned, 25)
+    assert at_25["accuracy"] == induction.evaluate(learned, induction.held_out_batch())["accuracy"]
+    with pytest.raises(ValueError, match="learned 25 position vectors and has none for positions 25 to 49"):
+        rotary.evaluate_at_length(learned, 50)
+    with pytest.raises(ValueError, match="at most the layers' context_length = 1024"):
+        rotary.evaluate_at_length(rope, 2000)
+    with pytest.raises(TypeError, match="model must be an induction AttentionOnlyTransformer"):
+        rotary.evaluate_at_length(torch.nn.Linear(2, 2), 25)
+
+
+def test_no_positions_adds_nothing():
+    out = rotary.NoPositions()(torch.arange(5))
+    assert out.shape == () and float(out) == 0.0
