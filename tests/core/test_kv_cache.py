@@ -1,0 +1,221 @@
+"""The KV cache (chapter 12): a layer fed token by token, or in uneven chunks, through a ``KVCache`` gives what
+one full causal forward gives, and the cache says exactly what it holds.
+
+Random configurations (``random.Random(seed)`` for sizes and flags, ``torch.Generator().manual_seed(seed)`` for
+tensors): G among the divisors of H, RoPE on/off, a window or none, both kernels, head widths ≠ d_out, biases.
+Each is fed in uneven random chunks and token by token; the concatenated outputs must equal the full forward
+to 1e-5 (float32), and after every chunk ``seen``, ``length``, ``start`` and ``nbytes`` must be exact:
+``nbytes = B · G · held · Dh · 2 (K and V) · 4 (float32)``, where a window holds at most ``W - 1`` tokens.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+import mha_lib
+from mha_lib import KVCache, MultiHeadAttention
+
+KERNELS = ("explicit", "sdpa")
+TOL = {"rtol": 1e-5, "atol": 1e-5}
+
+
+def divisors_of(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def random_chunks(rng: random.Random, T: int) -> list[int]:
+    sizes = []
+    while sum(sizes) < T:
+        sizes.append(min(rng.randint(1, 5), T - sum(sizes)))
+    return sizes
+
+
+def held(seen: int, window: int | None) -> int:
+    """Tokens a cache holds between chunks: everything, or the W - 1 the next query may still see."""
+    return seen if window is None else min(seen, window - 1)
+
+
+def feed(layer, x, sizes, check=None):
+    """Run x through the layer chunk by chunk with one cache; returns the outputs concatenated and the cache."""
+    cache, outputs, start = KVCache(), [], 0
+    for n in sizes:
+        outputs.append(layer(x[:, start:start + n], kv_cache=cache))
+        start += n
+        if check is not None:
+            check(cache, start)
+    return torch.cat(outputs, dim=1), cache
+
+
+@pytest.mark.parametrize("seed", range(48))
+def test_a_cache_fed_in_chunks_gives_the_full_causal_forward(seed):
+    rng = random.Random(seed)
+    gen = torch.Generator().manual_seed(seed)
+    H = rng.choice([1, 2, 3, 4, 6])
+    G = rng.choice(divisors_of(H))
+    Dh = rng.choice([2, 4, 6])
+    d_in = rng.randint(2, 12)
+    T = rng.randint(1, 20)
+    window = rng.choice([None, None, rng.randint(1, 8)])
+    torch.manual_seed(seed)
+    layer = MultiHeadAttention(
+        d_in, rng.randint(2, 12), 24, 0.0, H, rng.random() < 0.5, kernel=KERNELS[seed % 2], num_kv_heads=G,
+        head_dim=Dh, rope_theta=rng.choice([None, 10000.0, 500000.0]), window=window,
+        out_bias=rng.random() < 0.7,
+    ).eval()
+    B = rng.randint(1, 3)
+    x = torch.randn(B, T, d_in, generator=gen)
+    full = layer(x)
+
+    def check(cache, seen):
+        assert cache.seen == seen
+        assert cache.length == held(seen, window)
+        assert cache.start == seen - cache.length
+        assert cache.nbytes == B * G * cache.length * Dh * 2 * 4
+        assert cache.positions().tolist() == list(range(cache.start, seen))
+        assert [tuple(t.shape) for t in cache.tensors] == [(B, G, cache.length, Dh)] * 2  # G heads only, K and V
+
+    for sizes in (random_chunks(rng, T), [1] * T, [T]):
+        out, _ = feed(layer, x, sizes, check)
+        torch.testing.assert_close(out, full, **TOL)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_the_cached_keys_are_the_rotated_keys_of_g_heads(kernel):
+    torch.manual_seed(0)
+    layer = MultiHeadAttention(16, 16, 16, 0.0, 4, num_kv_heads=2, rope_theta=10000.0, kernel=kernel).eval()
+    x = torch.randn(1, 5, 16)
+    _, cache = feed(layer, x, [2, 3])
+    k = layer.W_key(x).view(1, 5, 2, 4).transpose(1, 2)  # (B, G, T, Dh): Dh = 16 / 4
+    v = layer.W_value(x).view(1, 5, 2, 4).transpose(1, 2)
+    torch.testing.assert_close(cache.tensors[0], mha_lib.apply_rope(k, torch.arange(5), 10000.0), **TOL)
+    torch.testing.assert_close(cache.tensors[1], v, **TOL)  # values carry no position
+
+
+@pytest.mark.parametrize("window", [1, 2, 5])
+def test_with_a_window_the_cache_stops_growing(window):
+    torch.manual_seed(1)
+    B, G, Dh = 2, 2, 4
+    layer = MultiHeadAttention(16, 16, 64, 0.0, 4, num_kv_heads=G, window=window).eval()  # Dh = 16 / 4
+    x = torch.randn(B, 40, 16)
+    sizes = []
+    out, cache = feed(layer, x, [1] * 40, lambda c, seen: sizes.append(c.nbytes))
+    torch.testing.assert_close(out, layer(x), **TOL)
+    cap = B * G * (window - 1) * Dh * 2 * 4
+    assert sizes[-30:] == [cap] * 30  # flat once the window is full
+    assert max(sizes) == cap and cache.length == window - 1 and cache.seen == 40 and cache.start == 40 - window + 1
+
+
+def test_a_cache_without_a_window_grows_by_the_bytes_per_token():
+    torch.manual_seed(2)
+    layer = MultiHeadAttention(16, 16, 32, 0.0, 8, num_kv_heads=2).eval()  # Dh = 2, G = 2
+    cache = KVCache()
+    assert (cache.seen, cache.length, cache.start, cache.nbytes, cache.batch_size) == (0, 0, 0, 0, None)
+    for step in range(1, 6):
+        layer(torch.randn(3, 1, 16), kv_cache=cache)
+        assert cache.nbytes == step * 3 * 2 * 2 * 2 * 4 and cache.batch_size == 3
+    assert "KVCache(seen=5, length=5, nbytes=480" in repr(cache)
+    cache.clear()
+    assert (cache.seen, cache.length, cache.nbytes) == (0, 0, 0)
+    layer(torch.randn(1, 2, 16), kv_cache=cache)  # a new sequence, a new batch size: fine after clear()
+    assert cache.seen == 2
+
+
+def test_a_chunk_sees_every_cached_key_it_may_see():
+    """The misconception of chapter 12: is_causal=True on a chunk after a cache aligns the triangle top-left."""
+    torch.manual_seed(3)
+    layer = MultiHeadAttention(8, 8, 16, 0.0, 2).eval()
+    x = torch.randn(1, 6, 8)
+    cache = KVCache()
+    layer(x[:, :4], kv_cache=cache)
+    _, weights = layer(x[:, 4:], kv_cache=cache, return_weights=True)  # queries 4, 5; keys 0..5
+    assert weights.shape == (1, 2, 2, 6)
+    assert (weights[..., 0, :5] > 0).all() and (weights[..., 0, 5] == 0).all()
+    assert (weights[..., 1, :] > 0).all()
+    _, full_weights = layer(x, return_weights=True)
+    torch.testing.assert_close(weights, full_weights[:, :, 4:], **TOL)
+
+
+# --- errors ------------------------------------------------------------------------------------------------------
+
+
+def _layer(**options):
+    torch.manual_seed(0)
+    return MultiHeadAttention(8, 8, 10, 0.0, 4, **options).eval()
+
+
+def test_feeding_more_than_context_length_is_refused_and_leaves_the_cache_alone():
+    layer, cache = _layer(), KVCache()
+    layer(torch.randn(1, 7, 8), kv_cache=cache)
+    with pytest.raises(ValueError, match=r"kv_cache has seen 7 tokens and x brings 4 more: 11 positions exceed "
+                                         r"context_length = 10; build the layer with a larger context_length"):
+        layer(torch.randn(1, 4, 8), kv_cache=cache)
+    assert cache.seen == 7 and cache.length == 7
+    layer(torch.randn(1, 3, 8), kv_cache=cache)  # exactly full is fine
+    assert cache.seen == 10
+
+
+def test_a_window_does_not_lift_the_context_length():
+    layer, cache = _layer(window=2), KVCache()
+    layer(torch.randn(1, 10, 8), kv_cache=cache)
+    with pytest.raises(ValueError, match=r"kv_cache has seen 10 tokens and x brings 1 more"):
+        layer(torch.randn(1, 1, 8), kv_cache=cache)
+
+
+def test_another_batch_size_is_refused():
+    layer, cache = _layer(), KVCache()
+    layer(torch.randn(2, 3, 8), kv_cache=cache)
+    with pytest.raises(ValueError, match=r"kv_cache holds a batch of 2 sequences but x has 3: .*start a new "
+                                         r"KVCache\(\) for a new batch"):
+        layer(torch.randn(3, 1, 8), kv_cache=cache)
+    assert cache.seen == 3
+
+
+def test_one_cache_for_two_layers_is_refused():
+    first, second, cache = _layer(), _layer(), KVCache()
+    first(torch.randn(1, 2, 8), kv_cache=cache)
+    with pytest.raises(ValueError, match=r"kv_cache already holds another layer's keys and values: give each "
+                                         r"layer its own KVCache\(\)"):
+        second(torch.randn(1, 1, 8), kv_cache=cache)
+    assert cache.seen == 2
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda c: _layer(causal=False)(torch.randn(1, 2, 8), kv_cache=c), ValueError, r"kv_cache needs causal=True"),
+    (lambda c: _layer()(torch.randn(1, 2, 8), torch.randn(1, 2, 8), kv_cache=c), ValueError,
+     r"kv_cache is for self-attention: pass x only"),
+    (lambda c: _layer()(torch.randn(1, 2, 8), key_padding_mask=torch.zeros(1, 2, dtype=torch.bool), kv_cache=c),
+     ValueError, r"kv_cache cannot be combined with key_padding_mask or valid_lens"),
+    (lambda c: _layer()(torch.randn(1, 2, 8), valid_lens=torch.tensor([1]), kv_cache=c), ValueError,
+     r"kv_cache cannot be combined with key_padding_mask or valid_lens"),
+    (lambda c: _layer()(torch.randn(1, 2, 8), kv_cache={}), TypeError,
+     r"kv_cache must be a mha_lib.KVCache or None, got dict"),
+    (lambda c: _layer()(torch.randn(1, 2, 8), kv_cache=[c]), TypeError,
+     r"kv_cache must be a mha_lib.KVCache or None, got list"),
+    (lambda c: _layer(kernel="sdpa")(torch.randn(1, 2, 8), kv_cache=c, return_weights=True), ValueError,
+     r"return_weights=True needs kernel='explicit'"),
+    (lambda c: c.append(), ValueError, r"append needs at least one tensor"),
+    (lambda c: c.append(torch.zeros(3)), TypeError, r"chunk\[0\] must be a tensor with tokens along dim -2, got a 1-D"),
+    (lambda c: c.append(torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 2, 4)), ValueError,
+     r"every tensor of a chunk must hold the same number of tokens"),
+    (lambda c: c.keep_last(-1), ValueError, r"tokens must be an int in \[0, inf\], got -1"),
+])
+def test_misuse_of_a_cache_is_refused_and_leaves_it_empty(call, error, message):
+    cache = KVCache()
+    with pytest.raises(error, match=message):
+        call(cache)
+    assert cache.seen == 0 and cache.nbytes == 0
+
+
+def test_append_refuses_chunks_that_do_not_fit():
+    cache = KVCache()
+    cache.append(torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3, 4))
+    with pytest.raises(ValueError, match=r"this cache holds 2 tensors per token, got 1"):
+        cache.append(torch.zeros(1, 2, 1, 4))
+    with pytest.raises(ValueError, match=r"chunk\[1\] of shape \(1, 2, 1, 5\) does not fit the cached \(1, 2, 3, 4\)"):
+        cache.append(torch.zeros(1, 2, 1, 4), torch.zeros(1, 2, 1, 5))
+    with pytest.raises(ValueError, match=r"chunk\[0\] is torch.float64 on cpu but the cache holds torch.float32"):
+        cache.append(torch.zeros(1, 2, 1, 4, dtype=torch.float64), torch.zeros(1, 2, 1, 4, dtype=torch.float64))
+    assert cache.seen == 3 and cache.length == 3
