@@ -164,7 +164,7 @@ def frequencies_figure(head_dim: int = 128, thetas=(10000.0, LLAMA3_THETA)):
 
 
 def rope_scores(q, k, positions, theta: float = 10000.0) -> Tensor:
-    """``S[m, n] = rope(q, m) · rope(k, n)`` for every pair of ``positions``: one query and one key vector, ``(P, P)``."""
+    """``S[m, n] = rope(q, m) · rope(k, n)`` for every pair of ``positions``, ``(P, P)``: one query, one key."""
     q, k = _check_even_vector("q", q), _check_even_vector("k", k)
     if q.shape != k.shape:
         raise ValueError(f"q and k must have the same size, got {tuple(q.shape)} and {tuple(k.shape)}")
@@ -292,7 +292,7 @@ def window_masks_figure(tokens, window: int):
     T = len(labels)
     fig = _figure(min(2.0 + 0.42 * T, 5.5) * 2, min(1.6 + 0.42 * T, 6.0))
     left, right = fig.subplots(1, 2)
-    _draw_mask(left, causal_mask(T).numpy(), labels, f"causal: query t sees keys 0 .. t", True)
+    _draw_mask(left, causal_mask(T).numpy(), labels, "causal: query t sees keys 0 .. t", True)
     _draw_mask(right, sliding_window_mask(T, window).numpy(), labels,
                f"sliding window W = {window}: keys t - {window - 1} .. t", False)
     fig.suptitle("Dark: the query may attend to that key; grey: masked", fontsize=SUPTITLE_PT)
@@ -464,7 +464,7 @@ def evaluate_at_length(model, seq_len: int, *, size: int = 512, seed: int = 123)
 
 
 __all__ = [
-    "LLAMA3_THETA", "NoPositions", "evaluate_at_length", "rotary_induction_model", "cache_growth_figure", "frequencies_figure", "offset_figure", "offset_widget", "reach_figure",
-    "reach_matrix", "reach_widget", "receptive_field", "rope_scores", "rotation_figure", "wavelengths",
-    "window_masks_figure",
+    "LLAMA3_THETA", "NoPositions", "cache_growth_figure", "evaluate_at_length", "frequencies_figure", "offset_figure",
+    "offset_widget", "reach_figure", "reach_matrix", "reach_widget", "receptive_field", "rope_scores",
+    "rotary_induction_model", "rotation_figure", "wavelengths", "window_masks_figure",
 ]

@@ -227,7 +227,8 @@ CHECKERS = {
 
 
 @pytest.mark.parametrize("name", list(CHECKERS))
-@pytest.mark.parametrize("error", [SystemExit(3), ZeroDivisionError("x"), MemoryError()], ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize("error", [SystemExit(3), ZeroDivisionError("x"), MemoryError()],
+                         ids=lambda e: type(e).__name__)
 def test_any_exception_becomes_feedback(name, error):
     def student(*args):
         raise error
