@@ -1,7 +1,8 @@
 """Regenerate the notebooks' stored outputs (the regression record that `pytest --nbval` compares against).
 
-    make notebooks                    # every notebook, then the diagrams and the README figure
+    make notebooks                    # every notebook, then the Chinese twins, the diagrams and the README figure
     python tests/refresh_notebooks.py notebooks/00_start_here.ipynb
+    python tests/refresh_notebooks.py notebooks/zh-CN/05_causal_masking.ipynb     # one Chinese twin
 
 For each notebook: rewrite the Open-in-Colab badge and the Colab setup cell from the repository URL in
 pyproject.toml (the only place that names it), then execute the notebook top to bottom in a fresh kernel from
@@ -11,6 +12,11 @@ is made portable (``make_portable``): every ``../assets/`` picture becomes a cel
 copy of the widget's picture (``mha_lib.display.static_widgets``), so the notebook shows everything in Colab, on GitHub
 and in a JupyterLab without a kernel. `make notebooks` draws the diagrams first, so that what is embedded is
 the current drawing.
+
+The Chinese edition: a twin (``notebooks/zh-CN/<same name>``) is refreshed the same way, with the Chinese badge
+(``在 Colab 中打开``, pointing at ``notebooks/zh-CN/<name>``), the same set-up cell, and the static copies of its
+widgets in Chinese. After executing, the teacher's guides are rewritten: ``notebooks/TEACHERS_GUIDE.md`` and, from
+the twins, ``notebooks/zh-CN/教师指南.md`` (``tests/teachers_guide.py``).
 
 Determinism: the notebooks seed on the CPU and print through ``mha_lib.show``; this script also fixes
 PYTHONHASHSEED and runs the kernel on the CPU, so a refresh on a GPU machine writes the same text.
@@ -31,6 +37,8 @@ DIAGRAM_SCRIPTS = ROOT / "assets" / "draw"  # one script per chapter; each write
 
 BADGE_TAG = "colab-badge"
 SETUP_TAG = "colab-setup"
+# per language: the badge's alt text and the folder of its notebooks under notebooks/ (tests/slides.py: language_of)
+BADGES = {"en": ("Open In Colab", ""), "zh-CN": ("在 Colab 中打开", "zh-CN/")}
 
 
 def repository_url() -> str:
@@ -42,12 +50,14 @@ def repository_url() -> str:
     return match.group(1).rstrip("/")
 
 
-def badge_markdown(notebook_name: str, url: str | None = None) -> str:
-    """The Open-in-Colab badge of one notebook (Colab opens it straight from the GitHub repository)."""
+def badge_markdown(notebook_name: str, url: str | None = None, language: str = "en") -> str:
+    """The Open-in-Colab badge of one notebook (Colab opens it straight from the GitHub repository); a twin's
+    (``language="zh-CN"``) says 在 Colab 中打开 and opens ``notebooks/zh-CN/<notebook_name>``."""
     url = url or repository_url()
+    alt, folder = BADGES[language]
     github_path = url.removeprefix("https://github.com/")
-    colab = f"https://colab.research.google.com/github/{github_path}/blob/main/notebooks/{notebook_name}"
-    return f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab})"
+    colab = f"https://colab.research.google.com/github/{github_path}/blob/main/notebooks/{folder}{notebook_name}"
+    return f"[![{alt}](https://colab.research.google.com/assets/colab-badge.svg)]({colab})"
 
 
 def nodeps_requirements() -> list[str]:
@@ -102,26 +112,28 @@ def tagged_cells(nb, tag: str) -> list:
     return [cell for cell in nb.cells if tag in cell.get("metadata", {}).get("tags", [])]
 
 
-def stamp(nb, notebook_name: str) -> None:
-    """Write the badge and the setup cell from pyproject.toml into the cells tagged for them."""
+def stamp(nb, notebook_name: str, language: str = "en") -> None:
+    """Write the badge (in ``language``) and the setup cell (the same in every language) from pyproject.toml into
+    the cells tagged for them."""
     url = repository_url()
     setup = setup_code(url, colab_packages(nb))
-    for tag, text in ((BADGE_TAG, badge_markdown(notebook_name, url)), (SETUP_TAG, setup)):
+    for tag, text in ((BADGE_TAG, badge_markdown(notebook_name, url, language)), (SETUP_TAG, setup)):
         cells = tagged_cells(nb, tag)
         if len(cells) != 1:
             raise SystemExit(f"{notebook_name}: expected exactly one cell tagged {tag!r}, found {len(cells)}")
         cells[0].source = text
 
 
-def make_portable(nb, notebook_dir: Path) -> None:
-    """Pictures as attachments (from ``assets/``), widget outputs as a sentence and a static picture."""
+def make_portable(nb, notebook_dir: Path, language: str = "en") -> None:
+    """Pictures as attachments (from ``assets/``), widget outputs as a sentence (in ``language``) and a static
+    picture."""
     import nbformat
 
     from mha_lib.display.static_widgets import make_static
     from notebook_assets import embed_assets  # tests/notebook_assets.py
 
     embed_assets(nb, notebook_dir, ROOT)
-    make_static(nb)
+    make_static(nb, language=language)
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs = [nbformat.from_dict(output) for output in coalesce_streams(cell.outputs)]
@@ -145,8 +157,11 @@ def refresh(path: Path) -> float:
     import nbformat
     from nbclient import NotebookClient
 
+    from slides import language_of  # tests/slides.py: "zh-CN" for a twin in notebooks/zh-CN/
+
     nb = nbformat.read(path, as_version=4)
-    stamp(nb, path.name)
+    language = language_of(path, nb)
+    stamp(nb, path.name, language)
     start = time.perf_counter()
     client = NotebookClient(
         nb,
@@ -157,7 +172,7 @@ def refresh(path: Path) -> float:
     )
     client.execute()
     seconds = time.perf_counter() - start
-    make_portable(nb, path.parent)
+    make_portable(nb, path.parent, language)
     from slides import stamp_slides  # tests/slides.py: slide types derived from the cells (and their new outputs)
 
     for warning in stamp_slides(nb):
@@ -195,15 +210,17 @@ def draw_diagrams() -> None:
 def main(argv: list[str]) -> None:
     os.environ["PYTHONHASHSEED"] = "0"
     os.environ["CUDA_VISIBLE_DEVICES"] = ""  # the stored record is the CPU's; GPUs must reproduce it
-    paths = [Path(p).resolve() for p in argv] or sorted(NOTEBOOKS.glob("*.ipynb"))
+    from slides import twin_paths  # the Chinese twins that exist, after the English chapters
+
+    paths = [Path(p).resolve() for p in argv] or sorted(NOTEBOOKS.glob("*.ipynb")) + twin_paths()
     if not argv:
         draw_diagrams()  # first: the notebooks embed the diagrams as attachments
     for path in paths:
         seconds = refresh(path)
         print(f"{path.relative_to(ROOT)}: executed in {seconds:.1f} s")
-    from teachers_guide import write_guide  # tests/teachers_guide.py: notebooks/TEACHERS_GUIDE.md from the notebooks
+    from teachers_guide import write_guides  # tests/teachers_guide.py: TEACHERS_GUIDE.md, zh-CN/教师指南.md
 
-    print(write_guide())
+    print(write_guides())
     if not argv:
         draw_readme_figure()
         print(f"{README_FIGURE.relative_to(ROOT)}: redrawn")

@@ -1,7 +1,9 @@
 """Slides from the chapters: reveal.js slide metadata derived from a notebook's structure, and offline decks.
 
     python tests/slides.py                                   # every chapter -> build/slides/NN_name.slides.html
+                                                             # and every Chinese twin -> build/slides/zh-CN/
     python tests/slides.py --out DIR notebooks/04_scaling.ipynb
+    python tests/slides.py --out DIR notebooks/zh-CN/04_scaling.ipynb      # -> DIR/zh-CN/04_scaling.slides.html
     python tests/slides.py --no-input                        # outputs and text only, no code
 
 Nobody writes slide metadata by hand (issue 14, conventions point 10). ``stamp_slides(nb)`` sets
@@ -35,6 +37,11 @@ reveal.js, jQuery, RequireJS, MathJax and mermaid from CDNs). Copy the whole out
 machine. Tall slides scroll; figure cells with long drawing code show only the figure; widget outputs, which
 cannot run in a deck, are replaced by a one-line note when no static figure stands in for them; each section's
 ``teacher_notes`` become the speaker notes of its slide (``S`` opens reveal.js's speaker view).
+
+The editions: a chapter's translation (its twin, ``notebooks/zh-CN/<same name>``) gets the same rules; the
+markers a rule reads (``**Predict before you run.**``, ``**预测一下，再运行。**``, ...) are recognised in every
+language of ``MARKERS``, and a twin's deck is written in a folder of its language (``build/slides/zh-CN/``,
+sharing the JavaScript one level up), in that language (the widget note, ``<html lang>``).
 """
 
 from __future__ import annotations
@@ -56,7 +63,23 @@ DEFAULT_OUT = ROOT / "build" / "slides"
 
 SKIP_TAGS = {"colab-badge", "colab-setup", "hint", "solution"}
 SCREEN_TAGS = ("predict", "discussion", "exercise")  # each gets a screen of its own
-SCREEN_PREFIXES = {"predict": "**Predict before you run.**", "discussion": "**Discuss.**", "exercise": "**Exercise"}
+
+# The editions. A translation lives in notebooks/<folder>/ under the English chapter's file name (its twin).
+LANGUAGES = ("en", "zh-CN")
+TWIN_FOLDERS = {"zh-CN": NOTEBOOKS / "zh-CN"}
+# The opening words of the cells that get a screen of their own, in each language (a twin translates them)
+MARKERS = {
+    "en": {"predict": ("**Predict before you run.**",), "discussion": ("**Discuss.**",), "exercise": ("**Exercise",)},
+    "zh-CN": {"predict": ("**预测一下，再运行。**", "**预测一下。**"), "discussion": ("**讨论。**",),
+              "exercise": ("**练习",)},
+}
+SCREEN_PREFIXES = {name: tuple(prefix for words in MARKERS.values() for prefix in words[name])
+                   for name in SCREEN_TAGS}  # a cell is recognised in any language
+# the deck's words: the note that stands in for a widget, and the <html lang> (nbconvert takes ISO 639-1)
+DECK_WORDS = {
+    "en": {"widget_note": "An interactive explorer: run this cell in JupyterLab or Colab to use it.", "lang": "en"},
+    "zh-CN": {"widget_note": "一个交互式探索器：在 JupyterLab 或 Colab 中运行这个单元格即可使用。", "lang": "zh"},
+}
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 STATIC_WIDGET_MARK = "mha_lib_static_widget"  # = mha_lib.display.static_widgets.MARK (imports nothing from mha_lib)
 IMAGE_MIMES = ("image/png", "image/jpeg", "image/svg+xml")
@@ -72,6 +95,22 @@ DECK_WIDTH, DECK_HEIGHT = 1280, 800  # reveal.js scales this 16:10 canvas to the
 
 
 # --------------------------------------------------------------------------------------------------- reading cells
+
+
+def language_of(path, nb=None) -> str:
+    """The language of a chapter: ``metadata.mha_lib.language`` when ``nb`` sets it, else ``"zh-CN"`` for a
+    notebook in a ``zh-CN`` folder (a twin), else ``"en"`` (as ``mha_lib.display.static_widgets`` decides)."""
+    setting = nb.get("metadata", {}).get("mha_lib", {}) if isinstance(nb, dict) else {}
+    if isinstance(setting, dict) and setting.get("language") in LANGUAGES:
+        return setting["language"]
+    folders = Path(str(path)).parts[:-1] if path is not None else ()
+    return next((language for language in LANGUAGES if language in folders), "en")
+
+
+def twin_paths(language: str | None = None) -> list[Path]:
+    """The twins that exist (``notebooks/zh-CN/NN_*.ipynb``), of one language or of all, in chapter order."""
+    languages = [language] if language else list(TWIN_FOLDERS)
+    return [path for name in languages for path in sorted(TWIN_FOLDERS[name].glob("[0-9][0-9]_*.ipynb"))]
 
 
 def _check_notebook(nb) -> None:
@@ -380,15 +419,15 @@ def copy_offline_assets(out: Path) -> None:
     shutil.copytree(_package_folder(MATHJAX_PACKAGE, MATHJAX_FOLDER), out / "mathjax", dirs_exist_ok=True)
 
 
-def deck_notebook(nb):
+def deck_notebook(nb, language: str = "en"):
     """The copy of ``nb`` that becomes a deck: cut at headings, slide types stamped; each section's
-    ``teacher_notes`` as speaker notes; live widget outputs replaced by their static copy or a note; long drawing
-    code hidden behind its figure; no widget state (its manager would come from a CDN)."""
+    ``teacher_notes`` as speaker notes; live widget outputs replaced by their static copy or a note (in
+    ``language``); long drawing code hidden behind its figure; no widget state (its manager would come from a
+    CDN)."""
     nb = split_at_headings(nb)
     stamp_slides(nb)
     nb.get("metadata", {}).pop("widgets", None)
-    note = ("<p class='mha-widget-note'>An interactive explorer: run this cell in JupyterLab or Colab "
-            "to use it.</p>")
+    note = f"<p class='mha-widget-note'>{DECK_WORDS[language]['widget_note']}</p>"
     cells = []
     for cell in nb["cells"]:  # a section's talking points become its speaker notes (press S in the deck)
         cells.append(cell)
@@ -412,7 +451,7 @@ def deck_notebook(nb):
 
 
 IMAGE_LINK = re.compile(r"(!\[[^\]]*\]\(|<img\s[^>]*?src=[\"'])([^)\"'\s]+)")
-TIME_SUFFIX = re.compile(r"^(#{1,6} .+?) · ~\d+ min$", re.MULTILINE)
+TIME_SUFFIX = re.compile(r"^(#{1,6} .+?) · (?:~\d+ min|约 ?\d+ ?分钟)$", re.MULTILINE)  # "· ~9 min", "· 约 9 分钟"
 
 
 def _embed_images(text: str, folder: Path) -> str:
@@ -434,11 +473,19 @@ def _embed_images(text: str, folder: Path) -> str:
     return IMAGE_LINK.sub(embed, text)
 
 
+def deck_path(path, out: Path = DEFAULT_OUT) -> Path:
+    """Where the deck of ``path`` goes: ``out/NN_name.slides.html``, a twin's in ``out/<language>/``."""
+    language = language_of(path)
+    folder = Path(out) if language == "en" else Path(out) / language
+    return folder / f"{Path(path).stem}.slides.html"
+
+
 def export(paths, out: Path = DEFAULT_OUT, *, no_input: bool = False, theme: str = "white",
            failures: list[str] | None = None) -> list[Path]:
-    """Write one reveal.js deck per notebook into ``out`` (with the offline JavaScript beside them); return the
-    decks' paths. A notebook that cannot be exported raises, unless ``failures`` is a list: then its error is
-    appended there and the other decks are still written."""
+    """Write one reveal.js deck per notebook into ``out`` (with the offline JavaScript beside them; a twin's deck
+    into ``out/<language>/``, see ``deck_path``); return the decks' paths. A notebook that cannot be exported
+    raises, unless ``failures`` is a list: then its error is appended there and the other decks are still
+    written."""
     import nbformat
     from jinja2 import DictLoader
     from nbconvert import SlidesExporter
@@ -454,37 +501,46 @@ def export(paths, out: Path = DEFAULT_OUT, *, no_input: bool = False, theme: str
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     copy_offline_assets(out)
-    exporter = SlidesExporter(
-        extra_loaders=[DictLoader({"mha_slides.html.j2": TEMPLATE})],
-        template_file="mha_slides.html.j2",
-        reveal_url_prefix="reveal.js",
-        reveal_theme=theme,
-        reveal_transition="none",  # a projector and a class: no animation between slides
-        reveal_number="c/t",
-        reveal_width=str(DECK_WIDTH),
-        reveal_height=str(DECK_HEIGHT),
-        reveal_scroll=True,
-        mathjax_url=f"mathjax/MathJax.js?config={MATHJAX_CONFIG}",
-        exclude_input=no_input,
-        exclude_input_prompt=True,
-        exclude_output_prompt=True,
-    )
+    def exporter(language: str):
+        up = "" if language == "en" else "../"  # a twin's deck sits one folder below the JavaScript
+        return SlidesExporter(
+            extra_loaders=[DictLoader({"mha_slides.html.j2": TEMPLATE})],
+            template_file="mha_slides.html.j2",
+            reveal_url_prefix=f"{up}reveal.js",
+            reveal_theme=theme,
+            reveal_transition="none",  # a projector and a class: no animation between slides
+            reveal_number="c/t",
+            reveal_width=str(DECK_WIDTH),
+            reveal_height=str(DECK_HEIGHT),
+            reveal_scroll=True,
+            mathjax_url=f"{up}mathjax/MathJax.js?config={MATHJAX_CONFIG}",
+            exclude_input=no_input,
+            exclude_input_prompt=True,
+            exclude_output_prompt=True,
+            language_code=DECK_WORDS[language]["lang"],
+        )
+    exporters: dict = {}
     decks = []
     for path in paths:
         try:
-            nb = deck_notebook(nbformat.read(path, as_version=4))
+            nb = nbformat.read(path, as_version=4)
+            language = language_of(path, nb)
+            nb = deck_notebook(nb, language)
             folder = path.resolve().parent
             for cell in nb["cells"]:
                 if cell.get("cell_type") == "markdown":  # no "· ~N min" on the students' screen
                     cell["source"] = TIME_SUFFIX.sub(r"\1", _embed_images(_source(cell), folder))
-            body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": path.stem,
-                                                                              "path": str(folder)}})
+            if language not in exporters:
+                exporters[language] = exporter(language)
+            body, _ = exporters[language].from_notebook_node(nb, resources={"metadata": {"name": path.stem,
+                                                                                         "path": str(folder)}})
         except Exception as error:  # noqa: BLE001 - one broken chapter must not cost the teacher the others
             if failures is None:
                 raise
             failures.append(f"{path.name}: no deck: {type(error).__name__}: {error}")
             continue
-        deck = out / f"{path.stem}.slides.html"
+        deck = deck_path(path, out)
+        deck.parent.mkdir(parents=True, exist_ok=True)
         deck.write_text(body, encoding="utf-8")
         decks.append(deck)
     return decks
@@ -492,18 +548,19 @@ def export(paths, out: Path = DEFAULT_OUT, *, no_input: bool = False, theme: str
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description="Export the chapters as offline reveal.js decks.")
-    parser.add_argument("notebooks", nargs="*", type=Path, help="default: every notebooks/*.ipynb")
+    parser.add_argument("notebooks", nargs="*", type=Path,
+                        help="default: every notebooks/*.ipynb, then every twin (notebooks/zh-CN/*.ipynb)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="folder for the decks (default build/slides)")
     parser.add_argument("--no-input", action="store_true", help="leave out all code: text and outputs only")
     parser.add_argument("--theme", default="white", help="a reveal.js theme (white, simple, black, ...)")
     args = parser.parse_args(argv)
     import nbformat
 
-    paths = args.notebooks or sorted(NOTEBOOKS.glob("*.ipynb"))
+    paths = args.notebooks or sorted(NOTEBOOKS.glob("*.ipynb")) + twin_paths()
     failures: list[str] = []
     decks = export(paths, args.out, no_input=args.no_input, theme=args.theme, failures=failures)
     for deck in decks:
-        path = next(p for p in paths if p.stem + ".slides.html" == deck.name)
+        path = next(p for p in paths if deck_path(p, args.out) == deck)
         nb = nbformat.read(path, as_version=4)
         slides, screens = count_slides(slide_types(split_at_headings(nb)))
         print(f"{deck}: {slides} slides, {screens} screens")

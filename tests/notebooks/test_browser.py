@@ -15,9 +15,21 @@ Chromium (``executable_path``: Playwright downloads no browser).
 * ``test_widget_cells_show_a_picture_after_run_save_reopen``: the same run, save, reopen for another widget
   notebook (06, two ``interact`` cells); with ``MHA_BROWSER_ALL=1``, for every widget notebook.
 
+The Chinese edition (the twins in ``notebooks/zh-CN/``, copied into a ``zh-CN`` folder of the server, so that its
+pre-save hook writes their static copies in Chinese):
+
+* ``test_widget_cells_show_a_picture_before_running`` covers every twin with a widget too (the sentence in Chinese);
+* ``test_twin_widget_redraws_after_a_change`` (zh-CN/05_causal_masking and zh-CN/06_softmax): the static picture
+  before a run, then Run All, a change of the first control of a widget, and a new picture; and no boxes instead of
+  characters (``cjk_rendering``: each Chinese character of the title, drawn in the page's own font, must come out
+  as a glyph of its own, not as the box that a character no font has gets);
+* ``test_of_the_test_boxes_instead_of_characters_are_caught``: the same check in a Chromium that sees no CJK font
+  (a fontconfig with DejaVu only) reports the boxes.
+
 Screenshots go to ``tests/artifacts/browser_*.png``; look at them after a change.
 
-Needs: Chromium (``apt-get install chromium``; ``.ci/run`` installs it) and the pinned ``playwright`` package.
+Needs: Chromium (``apt-get install chromium``; ``.ci/run`` installs it), a CJK font for the Chinese pages (Debian's
+``fonts-noto-cjk``; ``.ci/run`` installs it) and the pinned ``playwright`` package.
 Without a Chromium executable the test is skipped with that reason, except under CI (``CI`` set), where it
 fails: CI must really run it.
 """
@@ -108,7 +120,27 @@ def widget_cells(path: Path) -> list[int]:
             and any(is_static_copy(o) or WIDGET_VIEW in o.get("data", {}) for o in cell.outputs)]
 
 
-WIDGET_NOTEBOOKS = [p for p in sorted(NOTEBOOK_DIR.glob("*.ipynb")) if widget_cells(p)]
+TWIN_DIR = NOTEBOOK_DIR / "zh-CN"  # the Chinese twins
+WIDGET_NOTEBOOKS = [p for p in sorted(NOTEBOOK_DIR.glob("*.ipynb")) + sorted(TWIN_DIR.glob("[0-9][0-9]_*.ipynb"))
+                    if widget_cells(p)]
+TWIN_REDRAW = ("05_causal_masking.ipynb", "06_softmax.ipynb")  # twins run in the browser, a control changed
+
+
+def relative(path: Path) -> str:
+    """The notebook's path in the server (and in the test ids): ``05_x.ipynb``, or ``zh-CN/05_x.ipynb``."""
+    return path.name if path.parent == NOTEBOOK_DIR else f"{path.parent.name}/{path.name}"
+
+
+def language(path: Path) -> str:
+    return "zh-CN" if path.parent == TWIN_DIR else "en"
+
+
+def static_sentence(path: Path) -> str:
+    """The first words of the sentence a widget's static copy starts with, in the notebook's language."""
+    from mha_lib.display.static_widgets import NOTE
+    from mha_lib.language import translations
+
+    return re.split(r"[;；]", translations(language(path)).gettext(NOTE).removeprefix("▶ "))[0]
 
 
 def _require_jupyter_config() -> None:
@@ -129,8 +161,9 @@ def jupyterlab(tmp_path_factory):
     _require_jupyter_config()
     home = tmp_path_factory.mktemp("jupyterlab")
     (home / "notebooks").mkdir()
+    (home / "notebooks" / "zh-CN").mkdir()
     for path in WIDGET_NOTEBOOKS:
-        shutil.copy(path, home / "notebooks" / path.name)  # alone: no ../assets beside them
+        shutil.copy(path, home / "notebooks" / relative(path))  # alone: no ../assets beside them
     _write_settings(home / "settings")
     env = {**os.environ, "JUPYTER_CONFIG_DIR": str(home / "config"), "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
            "JUPYTERLAB_SETTINGS_DIR": str(home / "settings"), "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"),
@@ -206,15 +239,22 @@ CURRENT_PANEL = ".jp-NotebookPanel:not(.lm-mod-hidden)"
 
 
 @pytest.fixture(scope="module")
-def browser(jupyterlab):
+def playwright():
+    """One Playwright for the module (its sync API runs one event loop per thread)."""
+    _require_browser()
     from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, timeout=60_000)
-        try:
-            yield browser
-        finally:
-            browser.close()
+    with sync_playwright() as instance:
+        yield instance
+
+
+@pytest.fixture(scope="module")
+def browser(jupyterlab, playwright):
+    browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, timeout=60_000)
+    try:
+        yield browser
+    finally:
+        browser.close()
 
 
 def _api(base: str, token: str, path: str, method: str = "GET"):
@@ -246,13 +286,15 @@ def open_notebook(browser, jupyterlab, name: str, errors: list):
     return page
 
 
-def check_static_widget_cell(page, index: int, screenshot: Path) -> str:
-    """The cell shows the sentence and a loaded picture, no repr and no widget error; returns its text."""
+def check_static_widget_cell(page, index: int, screenshot: Path,
+                             sentence: str = "Run this cell to use the interactive controls") -> str:
+    """The cell shows the sentence (in the notebook's language) and a loaded picture, no repr and no widget
+    error; returns its text."""
     from playwright.sync_api import expect
 
     output = page.locator(f"{CURRENT_PANEL} .jp-Cell").nth(index).locator(".jp-OutputArea")
     output.scroll_into_view_if_needed()
-    expect(output).to_contain_text("Run this cell to use the interactive controls", timeout=30_000)
+    expect(output).to_contain_text(sentence, timeout=30_000)
     text = output.inner_text()
     assert not [bad for bad in BAD_TEXTS if bad in text], text[:500]
     picture = output.locator("img").first
@@ -302,17 +344,22 @@ def wait_until_run(page, widget_indices: list[int]) -> None:
     expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_have_count(1, timeout=60_000)
 
 
-@pytest.mark.parametrize("path", WIDGET_NOTEBOOKS, ids=[p.stem for p in WIDGET_NOTEBOOKS])
+def _stem(path: Path) -> str:
+    return path.stem if language(path) == "en" else f"{language(path)}_{path.stem}"
+
+
+@pytest.mark.parametrize("path", WIDGET_NOTEBOOKS, ids=[relative(p).removesuffix(".ipynb") for p in WIDGET_NOTEBOOKS])
 def test_widget_cells_show_a_picture_before_running(browser, jupyterlab, path):
     ARTIFACTS.mkdir(exist_ok=True)
     errors = []
-    page = open_notebook(browser, jupyterlab, path.name, errors)
+    page = open_notebook(browser, jupyterlab, relative(path), errors)
     try:
         for n, index in enumerate(widget_cells(path)):
-            check_static_widget_cell(page, index, ARTIFACTS / f"browser_before_{path.stem}_{n}.png")
+            check_static_widget_cell(page, index, ARTIFACTS / f"browser_before_{_stem(path)}_{n}.png",
+                                     static_sentence(path))
         check_whole_notebook(page)
     except Exception:
-        page.screenshot(path=str(ARTIFACTS / f"browser_failure_before_{path.stem}.png"))
+        page.screenshot(path=str(ARTIFACTS / f"browser_failure_before_{_stem(path)}.png"))
         raise
     finally:
         page.close()
@@ -381,9 +428,10 @@ def test_explorer_in_jupyterlab(browser, jupyterlab):
 # `make test` reopens two (00 above: the explorer; 06: two `interact` cells) and MHA_BROWSER_ALL=1 every one.
 REOPEN_BY_DEFAULT = {"06_softmax.ipynb"}
 REOPEN_ALL = os.environ.get("MHA_BROWSER_ALL") == "1"
-REOPENED = [pytest.param(p, id=p.stem, marks=() if REOPEN_ALL or p.name in REOPEN_BY_DEFAULT else pytest.mark.skip(
+REOPENED = [pytest.param(p, id=relative(p).removesuffix(".ipynb"), marks=() if REOPEN_ALL or (
+    p.name in REOPEN_BY_DEFAULT and language(p) == "en") else pytest.mark.skip(
     reason="run + save + reopen of every widget notebook: MHA_BROWSER_ALL=1 (make test does 00 and 06)"))
-    for p in WIDGET_NOTEBOOKS if p.name != NOTEBOOK.name]  # 00: test_explorer_in_jupyterlab
+    for p in WIDGET_NOTEBOOKS if p != NOTEBOOK]  # 00: test_explorer_in_jupyterlab
 
 
 @pytest.mark.parametrize("path", REOPENED)
@@ -392,26 +440,180 @@ def test_widget_cells_show_a_picture_after_run_save_reopen(browser, jupyterlab, 
     ARTIFACTS.mkdir(exist_ok=True)
     errors = []
     indices = widget_cells(path)
-    page = open_notebook(browser, jupyterlab, path.name, errors)
+    page = open_notebook(browser, jupyterlab, relative(path), errors)
     try:
         start = time.perf_counter()
         run_all_cells(page)
         wait_until_run(page, indices)
         seconds = time.perf_counter() - start
-        saved = save_and_wait(page, folder / path.name)
+        saved = save_and_wait(page, folder / relative(path))
         for index in indices:
             pictures = [o for o in saved.cells[index].outputs if "image/png" in o.get("data", {})]
             assert pictures, f"cell {index}: saved without a picture"
         page.close()
         shut_down_kernels(base, token)
-        page = open_notebook(browser, jupyterlab, path.name, errors)
+        page = open_notebook(browser, jupyterlab, relative(path), errors)
         for n, index in enumerate(indices):
-            check_static_widget_cell(page, index, ARTIFACTS / f"browser_reopened_{path.stem}_{n}.png")
+            check_static_widget_cell(page, index, ARTIFACTS / f"browser_reopened_{_stem(path)}_{n}.png",
+                                     static_sentence(path))
         check_whole_notebook(page)
-        print(f"{path.name}: ran in {seconds:.0f} s, saved, reopened: {len(indices)} widget cell(s) show a picture")
+        print(f"{relative(path)}: ran in {seconds:.0f} s, saved, reopened: {len(indices)} widget cell(s) show a "
+              "picture")
     except Exception:
-        page.screenshot(path=str(ARTIFACTS / f"browser_failure_reopen_{path.stem}.png"))
+        page.screenshot(path=str(ARTIFACTS / f"browser_failure_reopen_{_stem(path)}.png"))
         raise
     finally:
         page.close()
         shut_down_kernels(base, token)
+
+
+
+# ------------------------------------------------------------------------------------------ the Chinese edition
+
+# Each distinct Chinese character of an element, drawn on a canvas in the element's own font (the browser's font
+# fallback picks a CJK font for it, if it has one): a character no font has comes out as the .notdef box, the same
+# box for every character, and the same as for U+0378 (unassigned, so in no font at all).
+CJK_RENDERING = r"""(el) => {
+    const style = getComputedStyle(el);
+    const han = [...new Set([...el.textContent].filter(c => /\p{Script=Han}/u.test(c)))].slice(0, 8);
+    const canvas = document.createElement('canvas');
+    canvas.width = 64; canvas.height = 64;
+    const ctx = canvas.getContext('2d', {willReadFrequently: true});
+    const draw = (c) => {
+        ctx.clearRect(0, 0, 64, 64);
+        ctx.font = `${style.fontWeight} 40px ${style.fontFamily}`;
+        ctx.textBaseline = 'top'; ctx.fillStyle = '#000'; ctx.fillText(c, 8, 8);
+        const d = ctx.getImageData(0, 0, 64, 64).data;
+        let hash = 0, ink = 0;
+        for (let i = 3; i < d.length; i += 4) { hash = (hash * 31 + d[i]) >>> 0; ink += d[i] > 0; }
+        return hash + ':' + ink;
+    };
+    const glyphs = han.map(draw);
+    const missing = draw('\u0378');
+    return {chars: han.join(''), font: style.fontFamily, distinct: new Set(glyphs).size,
+            boxes: glyphs.filter(g => g === missing).length, blank: glyphs.filter(g => g.endsWith(':0')).length};
+}"""
+
+
+def cjk_rendering(locator) -> dict:
+    """How the Chinese characters of the element ``locator`` render (see ``CJK_RENDERING``)."""
+    return locator.evaluate(CJK_RENDERING)
+
+
+def cjk_problem(facts: dict) -> str | None:
+    """None when every character drew a glyph of its own; otherwise what went wrong (boxes instead of characters)."""
+    count = len(facts["chars"])
+    if count < 3:
+        return f"too few Chinese characters to judge: {facts['chars']!r}"
+    if facts["boxes"] or facts["distinct"] < count or facts["blank"]:
+        return (f"{facts['chars']!r} in {facts['font']!r}: {facts['distinct']} distinct glyphs for {count} characters, "
+                f"{facts['boxes']} drawn as the box of a missing character, {facts['blank']} blank: no CJK font? "
+                "(Debian: apt-get install fonts-noto-cjk)")
+    return None
+
+
+def change_first_control(widget) -> str:
+    """Change the first control of an ipywidgets area as a student would: another entry of a dropdown, another
+    toggle button, or a slider moved with the keyboard; returns what was done."""
+    select = widget.locator("select")
+    if select.count():
+        options = select.first.locator("option").all_inner_texts()
+        current = select.first.evaluate("s => s.selectedIndex")
+        select.first.select_option(index=(current + 1) % len(options))
+        return f"dropdown -> {options[(current + 1) % len(options)]!r}"
+    toggle = widget.locator(".widget-toggle-button:not(.mod-active)")
+    if toggle.count():
+        toggle.first.click()
+        return "toggle button"
+    handle = widget.locator(".noUi-handle")
+    if handle.count():
+        handle.first.focus()
+        for _ in range(3):
+            handle.first.press("ArrowRight")
+        return "slider, three steps right"
+    raise AssertionError("no dropdown, toggle button or slider in the widget")
+
+
+TWINS_REDRAWN = [p for p in WIDGET_NOTEBOOKS if language(p) == "zh-CN" and p.name in TWIN_REDRAW]
+
+
+@pytest.mark.parametrize("path", TWINS_REDRAWN, ids=[relative(p).removesuffix(".ipynb") for p in TWINS_REDRAWN])
+def test_twin_widget_redraws_after_a_change(browser, jupyterlab, path):
+    from playwright.sync_api import expect
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    errors = []
+    indices = widget_cells(path)
+    page = open_notebook(browser, jupyterlab, relative(path), errors)
+    try:
+        title = page.locator(f"{CURRENT_PANEL} .jp-MarkdownOutput h1").first
+        problem = cjk_problem(cjk_rendering(title))
+        assert problem is None, problem
+        check_static_widget_cell(page, indices[0], ARTIFACTS / f"browser_before_{_stem(path)}_run.png",
+                                 static_sentence(path))
+        run_all_cells(page)
+        wait_until_run(page, indices)
+        widget = page.locator(f"{CURRENT_PANEL} .jp-Cell").nth(indices[0]).locator(".jupyter-widgets").first
+        widget.scroll_into_view_if_needed()
+        picture = page.locator(f"{CURRENT_PANEL} .jp-Cell").nth(indices[0]).locator(".jupyter-widgets img").first
+        expect(picture).to_be_visible(timeout=60_000)
+        before = picture.evaluate(IMAGE_FACTS)
+        done = change_first_control(widget)
+        expect(picture).not_to_have_attribute("src", before["src"], timeout=60_000)
+        after = picture.evaluate(IMAGE_FACTS)
+        assert (after["length"], after["hash"]) != (before["length"], before["hash"]), f"{done}: the same picture"
+        assert min(after["width"], after["height"]) > 50, after
+        widget_errors = [e for e in errors if "widget" in e.lower() or "mha_lib" in e]
+        assert not widget_errors, widget_errors
+        page.screenshot(path=str(ARTIFACTS / f"browser_redrawn_{_stem(path)}.png"))
+        print(f"{relative(path)}: {done}: a new picture ({before['width']}x{before['height']} -> "
+              f"{after['width']}x{after['height']} px); the Chinese title renders: {title.inner_text()!r}")
+    except Exception:
+        page.screenshot(path=str(ARTIFACTS / f"browser_failure_redraw_{_stem(path)}.png"))
+        raise
+    finally:
+        page.close()
+        shut_down_kernels(*jupyterlab[:2])
+
+
+def test_the_twins_run_in_the_browser_are_there():
+    """The twins named in TWIN_REDRAW exist and have widget cells once executed (`make notebooks`)."""
+    twins = [TWIN_DIR / name for name in TWIN_REDRAW if (TWIN_DIR / name).is_file()]
+    if not twins:
+        pytest.skip("no Chinese twin of 05 or 06 yet (notebooks/zh-CN/)")
+    assert [p for p in twins if not widget_cells(p)] == [], "twins without stored widget outputs: run `make notebooks`"
+
+
+FONTCONFIG_WITHOUT_CJK = """<?xml version="1.0"?>
+<!DOCTYPE fontconfig SYSTEM "fonts.dtd">
+<fontconfig><dir>{fonts}</dir><cachedir>{cache}</cachedir></fontconfig>
+"""
+
+
+def test_of_the_test_boxes_instead_of_characters_are_caught(playwright, tmp_path):
+    """The CJK check on a Chinese title, in this Chromium (which must pass) and in one whose fontconfig sees only
+    DejaVu (no CJK glyph anywhere: every character is the same box, so the check must fail)."""
+    chromium = _require_browser()
+    dejavu = next((Path(d) for d in ("/usr/share/fonts/truetype/dejavu", "/usr/share/fonts/dejavu")
+                   if Path(d).is_dir()), None)
+    if dejavu is None:
+        pytest.skip("no DejaVu fonts folder to build a fontconfig without CJK fonts")
+    config = tmp_path / "fonts.conf"
+    config.write_text(FONTCONFIG_WITHOUT_CJK.format(fonts=dejavu, cache=tmp_path / "cache"), encoding="utf-8")
+    page_html = ("<html lang='zh-CN'><body style='font-family: system-ui, sans-serif'>"
+                 "<h1>第 5 章 · 因果掩码：不许偷看未来</h1></body></html>")
+    found = {}
+    for name, env in (("system fonts", None), ("DejaVu only", {**os.environ, "FONTCONFIG_FILE": str(config)})):
+        browser = playwright.chromium.launch(executable_path=chromium, headless=True, timeout=60_000, env=env)
+        try:
+            page = browser.new_page()
+            page.set_content(page_html)
+            found[name] = cjk_rendering(page.locator("h1"))
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / f"browser_cjk_{name.split()[0].lower()}.png"))
+        finally:
+            browser.close()
+    assert cjk_problem(found["system fonts"]) is None, cjk_problem(found["system fonts"])
+    problem = cjk_problem(found["DejaVu only"])
+    assert problem is not None and "drawn as the box of a missing character" in problem, found["DejaVu only"]
+    assert found["DejaVu only"]["distinct"] == 1, found["DejaVu only"]  # one box for every character

@@ -4,6 +4,9 @@
 cell's output with the stored one. A notebook whose outputs were stripped would pass that check without
 checking anything, so the tests below fail on missing outputs, null execution counts and the other ways a
 notebook can make nbval lie (see the project GUIDE, section 4).
+
+Every Chinese twin that exists (notebooks/zh-CN/NN_*.ipynb) is checked the same way, with its own badge
+(在 Colab 中打开, opening notebooks/zh-CN/<name>) and the same set-up cell; a twin selects Chinese.
 """
 
 from __future__ import annotations
@@ -15,9 +18,12 @@ import nbformat
 import pytest
 
 from refresh_notebooks import BADGE_TAG, SETUP_TAG, badge_markdown, colab_packages, repository_url, setup_code
+from slides import language_of, twin_paths
 
 ROOT = Path(__file__).resolve().parents[2]
-NOTEBOOK_PATHS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+ENGLISH_PATHS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+TWIN_PATHS = twin_paths()  # the Chinese twins that exist
+NOTEBOOK_PATHS = ENGLISH_PATHS + TWIN_PATHS
 WIDGET_PATTERN = re.compile(r"\binteract(ive)?\s*\(|\bwidgets\.|\bmha_lib\.widgets\b|\bdisplay\(\s*\w*[Ww]idget")
 
 
@@ -33,11 +39,15 @@ def _tags(cell) -> list[str]:
     return cell.get("metadata", {}).get("tags", [])
 
 
+def _id(path: Path) -> str:
+    return path.name if path.parent.name == "notebooks" else f"{path.parent.name}/{path.name}"
+
+
 def test_the_series_has_notebooks():
-    assert [p.name for p in NOTEBOOK_PATHS][:1] == ["00_start_here.ipynb"]
+    assert [p.name for p in ENGLISH_PATHS][:1] == ["00_start_here.ipynb"]
 
 
-@pytest.fixture(params=NOTEBOOK_PATHS, ids=[p.name for p in NOTEBOOK_PATHS])
+@pytest.fixture(params=NOTEBOOK_PATHS, ids=[_id(p) for p in NOTEBOOK_PATHS])
 def notebook(request):
     return request.param, _load(request.param)
 
@@ -96,7 +106,8 @@ def test_badge_and_setup_cell_come_from_pyproject(notebook):
     path, nb = notebook
     badge = [c for c in nb.cells if BADGE_TAG in _tags(c)]
     setup = [c for c in nb.cells if SETUP_TAG in _tags(c)]
-    assert len(badge) == 1 and badge[0].source == badge_markdown(path.name), f"{path.name}: run `make notebooks`"
+    assert len(badge) == 1 and badge[0].source == badge_markdown(path.name, language=language_of(path)), \
+        f"{_id(path)}: run `make notebooks`"
     assert len(setup) == 1 and setup[0].source == setup_code(packages=colab_packages(nb)), \
         f"{path.name}: run `make notebooks`"
     assert nb.cells.index(setup[0]) == min(nb.cells.index(c) for c in _code_cells(nb)), "setup must come first"
@@ -108,6 +119,22 @@ def test_badge_points_at_the_repository():
     owner_and_name = url[len("https://github.com/"):]
     assert badge_markdown("x.ipynb", url).endswith(f"/github/{owner_and_name}/blob/main/notebooks/x.ipynb)")
     assert f"git+{url}" in setup_code(url)
+    chinese = badge_markdown("x.ipynb", url, "zh-CN")
+    assert chinese.startswith("[![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](")
+    assert chinese.endswith(f"/github/{owner_and_name}/blob/main/notebooks/zh-CN/x.ipynb)")
+
+
+@pytest.mark.parametrize("twin", TWIN_PATHS, ids=[_id(p) for p in TWIN_PATHS])
+def test_a_twin_has_the_english_set_up_cell_and_selects_chinese(twin):
+    """The same set-up cell byte for byte (Colab installs the same packages), and the language call of the
+    imports cell switched: `mha_lib.set_language("zh-CN")` where the English chapter selects "en"."""
+    nb, english = _load(twin), _load(ROOT / "notebooks" / twin.name)
+    setup = [[c.source for c in n.cells if SETUP_TAG in _tags(c)] for n in (nb, english)]
+    assert setup[0] == setup[1] and len(setup[0]) == 1, f"{_id(twin)}: the set-up cell differs from the English one"
+    calls = [re.findall(r"mha_lib\.set_language\(([^)]*)\)", "\n".join(c.source for c in _code_cells(n)))
+             for n in (nb, english)]
+    assert calls[0] == ['"zh-CN"'] * len(calls[1]) and calls[0], \
+        f"{_id(twin)}: selects {calls[0]}, expected one set_language(\"zh-CN\") per English set_language call"
 
 
 def test_nbval_runs_strict():
@@ -138,8 +165,10 @@ def _named_paths(text: str) -> set[str]:
 
 
 @pytest.mark.parametrize(
-    "document", [*NOTEBOOK_PATHS, ROOT / "README.md", ROOT / "notebooks" / "TEACHERS_GUIDE.md"],
-    ids=lambda path: path.name,
+    "document", [*NOTEBOOK_PATHS, ROOT / "README.md", ROOT / "notebooks" / "TEACHERS_GUIDE.md",
+                 *[path for path in (ROOT / "README.zh-CN.md", ROOT / "notebooks" / "zh-CN" / "教师指南.md")
+                   if path.is_file()]],
+    ids=lambda path: _id(path) if path.suffix == ".ipynb" else path.name,
 )
 def test_every_repository_path_named_exists(document):
     if document.suffix == ".ipynb":

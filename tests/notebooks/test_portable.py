@@ -1,7 +1,8 @@
 """Notebooks that open cleanly anywhere: embedded pictures, static copies of widgets, fonts, pip extras.
 
 The functions are checked on small synthetic notebooks; the last tests check the stored notebooks themselves
-(they fail until `make notebooks` has embedded the pictures and rewritten the widget outputs).
+(they fail until `make notebooks` has embedded the pictures and rewritten the widget outputs), the Chinese twins
+that exist (notebooks/zh-CN/) included: their pictures travel too, and their static copies speak Chinese.
 """
 
 from __future__ import annotations
@@ -22,9 +23,14 @@ from mha_lib.display import static_widgets
 from mha_lib.display.static_widgets import (MARK, NOTE, NOTE_NO_PICTURE, WIDGET_STATE, WIDGET_VIEW,
                                             install_jupyter_config, make_static, pre_save_hook, static_outputs)
 from notebook_assets import METADATA_KEY, embed_assets, image_targets, is_local_target
+from slides import language_of, twin_paths
 
 ROOT = Path(__file__).resolve().parents[2]
-NOTEBOOK_PATHS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+NOTEBOOK_PATHS = sorted((ROOT / "notebooks").glob("*.ipynb")) + twin_paths()  # English, then the Chinese twins
+
+
+def _id(path: Path) -> str:
+    return path.name if path.parent.name == "notebooks" else f"{path.parent.name}/{path.name}"
 PNG_A = b"\x89PNG\r\n\x1a\nfirst picture"
 PNG_B = b"\x89PNG\r\n\x1a\nsecond picture"
 
@@ -173,6 +179,26 @@ def test_a_widget_without_saved_state_keeps_the_earlier_static_copy_or_gets_the_
     assert [o["data"]["text/plain"] for o in nb.cells[1].outputs] == [NOTE_NO_PICTURE]  # no earlier copy
 
 
+def test_a_twin_is_made_portable_in_chinese(repo, monkeypatch):
+    """What `make notebooks` does to a twin in notebooks/zh-CN/: its ../../assets pictures become attachments and
+    its widgets' static copies say in Chinese what they are (the English sentence never appears)."""
+    from mha_lib.language import translations
+    import refresh_notebooks
+    from refresh_notebooks import make_portable
+
+    monkeypatch.setattr(refresh_notebooks, "ROOT", repo)  # the synthetic repository's assets/
+    (repo / "notebooks" / "zh-CN").mkdir()
+    nb = _widget_notebook()
+    nb.cells.insert(0, nbformat.v4.new_markdown_cell("示意图：![两个头](../../assets/diagram.png)"))
+    make_portable(nb, repo / "notebooks" / "zh-CN", language_of(repo / "notebooks" / "zh-CN" / "x.ipynb"))
+    notes = [o["data"]["text/plain"].splitlines()[0] for c in nb.cells[1:] for o in c.outputs
+             if "text/markdown" in o["data"]]
+    chinese = translations("zh-CN").gettext(NOTE)
+    assert chinese != NOTE and notes == [chinese, chinese]
+    assert NOTE not in json.dumps(nb, ensure_ascii=False)
+    assert nb.cells[0].source == "示意图：![两个头](attachment:diagram.png)"
+
+
 def test_static_outputs_names_what_it_got():
     with pytest.raises(ValueError, match="output must be a widget output"):
         static_outputs({"output_type": "stream", "name": "stdout", "text": "x"}, {})
@@ -292,7 +318,7 @@ def test_the_notebooks_extra_names_every_package_the_notebooks_import():
 
 # ---- the stored notebooks ----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("path", NOTEBOOK_PATHS, ids=[p.name for p in NOTEBOOK_PATHS])
+@pytest.mark.parametrize("path", NOTEBOOK_PATHS, ids=[_id(p) for p in NOTEBOOK_PATHS])
 def test_stored_notebook_carries_its_pictures_and_no_widget_pointer(path):
     nb = nbformat.read(path, as_version=4)
     problems = []
@@ -307,4 +333,13 @@ def test_stored_notebook_carries_its_pictures_and_no_widget_pointer(path):
             text = json.dumps(output)
             if WIDGET_VIEW in output.get("data", {}) or "interactive(children=" in text:
                 problems.append(f"cell {index}: a widget output that shows a repr or an error until run")
-    assert not problems, f"{path.name} (run `make notebooks`):\n" + "\n".join(problems)
+    if language_of(path) != "en":  # a twin's static copies say what they are in its language
+        from mha_lib.language import translations
+
+        say = translations(language_of(path)).gettext
+        english = {NOTE, NOTE_NO_PICTURE}
+        problems += [f"cell {index}: a static copy says {output['data']['text/plain'].splitlines()[0]!r}"
+                     for index, cell in enumerate(nb.cells) for output in cell.get("outputs", [])
+                     if output.get("metadata", {}).get(MARK) and "text/markdown" in output.get("data", {})
+                     and output["data"]["text/plain"].splitlines()[0] not in {say(n) for n in english} - english]
+    assert not problems, f"{_id(path)} (run `make notebooks`):\n" + "\n".join(problems)

@@ -5,6 +5,9 @@ The browser test opens ``01_single_head_attention``'s deck from disk with every 
 that reveal.js and MathJax ran and that the deck has the slides the rules give, shows the first slide with a
 figure and saves ``tests/artifacts/slides_deck.png``. Without a Chromium executable it is skipped with the
 reason, except under CI (``CI`` set), where it fails.
+
+The Chinese edition: the rules read the twins' Chinese markers, every twin that exists (notebooks/zh-CN/) is stamped
+like its English chapter, and a twin's deck is written in Chinese into build/slides/zh-CN/.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_outp
 import slides
 
 ROOT = Path(__file__).resolve().parents[2]
-NOTEBOOK_PATHS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+TWIN_PATHS = slides.twin_paths()  # the Chinese twins that exist
+NOTEBOOK_PATHS = sorted((ROOT / "notebooks").glob("*.ipynb")) + TWIN_PATHS
 BROWSER_CHAPTER = ROOT / "notebooks" / "01_single_head_attention.ipynb"
 SCREENSHOT = ROOT / "tests" / "artifacts" / "slides_deck.png"
 CHROMIUM_CANDIDATES = ("/usr/lib/chromium/chromium", "chromium", "chromium-browser", "google-chrome")
@@ -192,7 +196,11 @@ def test_one_broken_chapter_does_not_cost_the_others(tmp_path, capsys):
 # --------------------------------------------------------------------------------------------------- the chapters
 
 
-@pytest.mark.parametrize("path", NOTEBOOK_PATHS, ids=[p.stem for p in NOTEBOOK_PATHS])
+def _id(path: Path) -> str:
+    return path.stem if path.parent.name == "notebooks" else f"{path.parent.name}/{path.stem}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOK_PATHS, ids=[_id(p) for p in NOTEBOOK_PATHS])
 def test_every_cell_has_the_slide_type_the_rules_give(path):
     # `make notebooks` stamps them (tests/refresh_notebooks.py calls slides.stamp_slides)
     nb = nbformat.read(path, as_version=4)
@@ -247,6 +255,80 @@ def test_export_without_code(tmp_path):
     html = deck.read_text(encoding="utf-8")
     assert "NotImplementedError" not in html and "hl-ipython3" not in html  # no code cell input
     assert _sections(html) == (4, 7) and "Write f." in html
+
+
+# --------------------------------------------------------------------------------------------------- Chinese
+
+
+def chinese_sample():
+    """The sample chapter as a twin writes it: the same cells with the Chinese markers."""
+    nb, expected = sample_notebook()
+    words = {"**Predict before you run.** What?": "**预测一下，再运行。** 是什么？",
+             "**Discuss.** Why?": "**讨论。** 为什么？",
+             "**Exercise 9.1 · Do it** · difficulty ★☆☆ · ~5 min\n\nWrite f.":
+                 "**练习 9.1 · 动手写** · 难度 ★☆☆ · 约 5 分钟\n\n写出 f。",
+             "## 1. First section · ~10 min": "## 1. 第一小节 · 约 10 分钟", "## 2. Second section · ~5 min":
+                 "## 2. 第二小节 · 约 5 分钟", "<summary>Answer</summary>": "<summary>答案</summary>"}
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for tag in ("predict", "discussion", "exercise"):  # found by their opening words alone
+                if tag in cell.metadata.get("tags", []):
+                    cell.metadata["tags"].remove(tag)
+            for english, chinese in words.items():
+                cell.source = cell.source.replace(english, chinese)
+    return nb, expected
+
+
+def test_the_rules_read_the_chinese_markers():
+    nb, expected = chinese_sample()
+    assert "**预测一下，再运行。**" in nb.cells[5].source and not nb.cells[5].metadata["tags"]
+    assert slides.slide_types(nb) == expected
+    assert slides.role(new_markdown_cell("**预测一下。** 运行之前先想一想。")) == "predict"
+    assert slides.role(new_markdown_cell("预测一下，再运行。")) is None  # the bold opening words, not any mention
+
+
+def test_the_language_of_a_notebook_is_its_folder_or_its_metadata(tmp_path):
+    assert slides.language_of(ROOT / "notebooks" / "05_causal_masking.ipynb") == "en"
+    assert slides.language_of(ROOT / "notebooks" / "zh-CN" / "05_causal_masking.ipynb") == "zh-CN"
+    assert slides.language_of(tmp_path / "x.ipynb", {"metadata": {"mha_lib": {"language": "zh-CN"}}}) == "zh-CN"
+    assert slides.deck_path(ROOT / "notebooks" / "zh-CN" / "05_causal_masking.ipynb", tmp_path) == \
+        tmp_path / "zh-CN" / "05_causal_masking.slides.html"
+    assert slides.deck_path(ROOT / "notebooks" / "05_causal_masking.ipynb", tmp_path) == \
+        tmp_path / "05_causal_masking.slides.html"
+    assert all(path.parent.name == "zh-CN" for path in TWIN_PATHS)
+
+
+def test_a_twins_deck_is_chinese_and_shares_the_javascript_one_folder_up(tmp_path):
+    nb, _ = chinese_sample()
+    (tmp_path / "zh-CN").mkdir()
+    nbformat.write(nb, tmp_path / "zh-CN" / "09_sample.ipynb")
+    english, _ = sample_notebook()
+    nbformat.write(english, tmp_path / "09_sample.ipynb")
+    assert slides.main(["--out", str(tmp_path / "decks"), str(tmp_path / "09_sample.ipynb"),
+                        str(tmp_path / "zh-CN" / "09_sample.ipynb")]) == 0
+    deck = tmp_path / "decks" / "zh-CN" / "09_sample.slides.html"
+    html = deck.read_text(encoding="utf-8")
+    assert _sections(html) == (4, 7)  # the same slides as the English sample
+    assert '<html lang="zh">' in html and '<html lang="en">' in (tmp_path / "decks" / "09_sample.slides.html").read_text(
+        encoding="utf-8")
+    assert "一个交互式探索器：在 JupyterLab 或 Colab 中运行这个单元格即可使用。" in html
+    assert "An interactive explorer" not in html
+    assert re.search(r">1\. 第一小节<", html) and "约 10 分钟" not in html  # no time on the students' screen
+    assert 'src="../reveal.js/dist/reveal.js"' in html and 'src="../mathjax/MathJax.js?config=' in html
+    assert (tmp_path / "decks" / "reveal.js" / "dist" / "reveal.js").is_file()
+    assert not (tmp_path / "decks" / "zh-CN" / "reveal.js").exists()  # one copy of the JavaScript
+
+
+@pytest.mark.skipif(not TWIN_PATHS, reason="no Chinese twin yet (notebooks/zh-CN/)")
+def test_export_of_a_twin_has_the_slides_of_its_english_chapter(tmp_path):
+    twin = next((p for p in TWIN_PATHS if p.name == BROWSER_CHAPTER.name), TWIN_PATHS[0])
+    english = ROOT / "notebooks" / twin.name
+    (deck,) = slides.export([twin], tmp_path)
+    assert deck == tmp_path / "zh-CN" / f"{twin.stem}.slides.html"
+    counts = [slides.count_slides(slides.slide_types(slides.split_at_headings(nbformat.read(p, as_version=4))))
+              for p in (english, twin)]
+    assert counts[0] == counts[1]  # the same cells, the same rules
+    assert _sections(deck.read_text(encoding="utf-8")) == counts[1]
 
 
 def test_export_of_a_chapter_has_the_slides_the_rules_give(tmp_path):

@@ -14,7 +14,11 @@ Colab). The test fails on an error output, anything on stderr, an image link tha
 https address), a file of the checkout opened by the kernel (an audit hook lists every file the kernel opens),
 or an mha_lib that does not come from the wheel.
 
-``MHA_STANDALONE_NOTEBOOKS=DIR`` runs the notebooks of DIR instead of ``notebooks/`` (to try copies).
+The Chinese twins that exist (``notebooks/zh-CN/NN_*.ipynb``) run the same way, each alone in an empty folder: a
+twin opened from its Colab badge finds nothing of the repository either.
+
+``MHA_STANDALONE_NOTEBOOKS=DIR`` runs the notebooks of DIR (and of DIR/zh-CN) instead of ``notebooks/`` (to try
+copies).
 """
 
 from __future__ import annotations
@@ -35,7 +39,13 @@ from notebook_client import Client
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK_DIR = Path(os.environ.get("MHA_STANDALONE_NOTEBOOKS", ROOT / "notebooks")).resolve()
-NOTEBOOK_PATHS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
+NOTEBOOK_PATHS = sorted(NOTEBOOK_DIR.glob("*.ipynb")) + sorted((NOTEBOOK_DIR / "zh-CN").glob("[0-9][0-9]_*.ipynb"))
+
+
+def _id(path: Path) -> str:
+    """``05_causal_masking.ipynb``, and ``zh-CN/05_causal_masking.ipynb`` for its twin."""
+    return path.name if path.parent == NOTEBOOK_DIR else f"{path.parent.name}/{path.name}"
+
 WIDGETS7 = ROOT / ".venv-ipywidgets7"
 SITE_PACKAGES = Path(next(p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()))
 # what the standalone environment must not take from .venv: our own package and ipywidgets 8
@@ -174,7 +184,7 @@ def test_image_links_travel_with_the_notebook():
     problems = []
     for path in NOTEBOOK_PATHS:
         for index, cell in enumerate(nbformat.read(path, as_version=4).cells):
-            problems += [f"{path.name} cell {index}: {t}" for t in _bad_images(cell)]
+            problems += [f"{_id(path)} cell {index}: {t}" for t in _bad_images(cell)]
     assert not problems, "images that do not travel with the notebook (run `make notebooks`):\n" + "\n".join(problems)
 
 
@@ -193,7 +203,7 @@ def _bad_images(cell) -> list[str]:
 
 # under `make test` both workers run these, one notebook at a time (tests/conftest.py; the environment is
 # built once)
-@pytest.mark.parametrize("path", NOTEBOOK_PATHS, ids=[p.name for p in NOTEBOOK_PATHS])
+@pytest.mark.parametrize("path", NOTEBOOK_PATHS, ids=[_id(p) for p in NOTEBOOK_PATHS])
 def test_notebook_runs_alone_from_the_wheel(path, standalone, tmp_path):
     from jupyter_core.utils import run_sync
     from nbclient import NotebookClient
@@ -243,9 +253,9 @@ def test_notebook_runs_alone_from_the_wheel(path, standalone, tmp_path):
     opened = [Path(line) for line in audit.read_text(encoding="utf-8").splitlines()]
     assert opened, "the audit hook recorded nothing"
     checkout = [p for p in opened if _is_inside(p, ROOT) and not any(_is_inside(p, e) for e in ENVIRONMENTS)]
-    assert not checkout, f"{path.name} read files of the checkout: {checkout[:10]}"
+    assert not checkout, f"{_id(path)} read files of the checkout: {checkout[:10]}"
     siblings = [p for p in opened if _is_inside(p, work.parent) and not _is_inside(p, work)]
-    assert not siblings, f"{path.name} reached outside its folder: {siblings[:10]}"
+    assert not siblings, f"{_id(path)} reached outside its folder: {siblings[:10]}"
 
 
 def _is_inside(path: Path, folder: Path) -> bool:
