@@ -1,8 +1,8 @@
 """Diagram of chapter 1 (one attention head), drawn with matplotlib so it can be edited and regenerated.
 
-    python assets/draw/ch01_single_head.py
+    python assets/draw/ch01_single_head.py [--language zh-CN]
 
-writes
+writes (in Chinese: assets/zh-CN/ch01_pipeline.png)
     assets/ch01_pipeline.png   X -> Q, K, V -> scores Q Kᵀ -> ÷√Dh and softmax -> weights A -> context A V,
                                every matrix drawn cell by cell with the numbers of the chapter's worked example
                                (the book's six tokens, weights from torch.manual_seed(123) and torch.rand)
@@ -13,18 +13,16 @@ The row of "journey" is outlined in every matrix that has one row per query: it 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import torch
 from matplotlib import colormaps
 from _common import canvas as _canvas
-from matplotlib.figure import Figure
+from _common import run, save, texts
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
 import mha_lib
 from mha_lib.display.plotting import COLORMAPS
 
-ASSETS = Path(__file__).resolve().parents[1]
 DPI = 100
 TOKENS = mha_lib.JOURNEY_TOKENS
 READ_ROW = 1  # "journey"
@@ -32,6 +30,18 @@ READ_ROW = 1  # "journey"
 # whole series uses for them (mha_lib.display.plotting.COLORMAPS): diverging centred on 0, and sequential from 0
 COLOURS = {"X": "Greys", "Q": "Blues", "K": "Oranges", "V": "Greens", "S": COLORMAPS["scores"],
            "A": COLORMAPS["weights"], "Z": "BuGn"}
+TEXTS = {  # every word drawn: (English, Chinese); a Chinese line has no $…$ (mathtext draws CJK as boxes)
+    "each": ("each (D, Dh) = (3, 2)", "每个 (D, Dh) = (3, 2)"),
+    "roles": ("Q: what each token looks for\nK: what each token offers\nV: what each token hands on",
+              "Q：每个词元要找什么\nK：每个词元提供什么\nV：每个词元传递什么"),
+    "scores": (r"scores $S = QK^\top$  (T, T)", "分数 S = QKᵀ  (T, T)"),
+    "weights": ("weights A  (T, T)\nevery row sums to 1", "权重 A  (T, T)\n每一行之和为 1"),
+    "context": ("context $Z = AV$\n(T, Dh) = (6, 2)", "上下文 Z = AV\n(T, Dh) = (6, 2)"),
+    "per_row": ("softmax\nper row", "逐行\nsoftmax"),
+    "caption": ("The outlined row follows one query, “journey”, through every step: its scores against all "
+                "six keys, its weights, and its context vector.",
+                "加框的一行跟着一个查询“journey”走完每一步：它对全部六个键的分数、它的权重和它的上下文向量。"),
+}
 
 
 def worked_example() -> dict[str, torch.Tensor]:
@@ -87,27 +97,27 @@ def _arrow(ax, start, end, label: str = "", *, offset=(0.0, -0.25), ha: str = "c
         ax.text(*mid, label, ha=ha, va="bottom", fontsize=9.5, linespacing=1.3)
 
 
-def draw_pipeline() -> None:
+def draw_pipeline(language: str = "en") -> None:
+    tx = texts(TEXTS, language)
     m = worked_example()
     fig, ax = _canvas(11.6, 8.1, (-2.2, 24.2), (-1.0, 17.4))
 
     # row 1: X -> Q, K, V
     _matrix(ax, 0, 1, m["X"], "X", "X  (T, D) = (6, 3)", row_labels=TOKENS, outline_row=READ_ROW)
-    projections = r"$\times W_q,\ \times W_k,\ \times W_v$" + "\neach (D, Dh) = (3, 2)"
+    projections = r"$\times W_q,\ \times W_k,\ \times W_v$" + "\n" + tx.each
     _arrow(ax, (3.3, 4), (7.2, 4), projections, offset=(0, -0.35))
     for i, name in enumerate("QKV"):
         _matrix(ax, 7.6 + 3.4 * i, 1, m[name], name, f"${name} = XW_{name.lower()}$\n(T, Dh) = (6, 2)",
                 outline_row=READ_ROW if name == "Q" else None)
-    ax.text(17.6, 4.0, "Q: what each token looks for\nK: what each token offers\nV: what each token hands on",
-            ha="left", va="center", fontsize=9.5, linespacing=1.6)
+    ax.text(17.6, 4.0, tx.roles, ha="left", va="center", fontsize=9.5, linespacing=1.6)
 
     # row 2: scores -> weights -> context
-    _matrix(ax, 0, 10.4, m["S"], "S", r"scores $S = QK^\top$  (T, T)", row_labels=TOKENS, col_labels=TOKENS,
+    _matrix(ax, 0, 10.4, m["S"], "S", tx.scores, row_labels=TOKENS, col_labels=TOKENS,
             outline_row=READ_ROW)
-    _matrix(ax, 10.2, 10.4, m["A"], "A", "weights A  (T, T)\nevery row sums to 1", row_labels=TOKENS,
+    _matrix(ax, 10.2, 10.4, m["A"], "A", tx.weights, row_labels=TOKENS,
             col_labels=TOKENS, outline_row=READ_ROW)
-    _matrix(ax, 19.6, 10.4, m["Z"], "Z", "context $Z = AV$\n(T, Dh) = (6, 2)", outline_row=READ_ROW)
-    _arrow(ax, (6.3, 13.4), (8.6, 13.4), r"$\div\sqrt{D_h} = \sqrt{2}$" + "\nsoftmax\nper row", offset=(0, -1.25))
+    _matrix(ax, 19.6, 10.4, m["Z"], "Z", tx.context, outline_row=READ_ROW)
+    _arrow(ax, (6.3, 13.4), (8.6, 13.4), r"$\div\sqrt{D_h} = \sqrt{2}$" + "\n" + tx.per_row, offset=(0, -1.25))
     _arrow(ax, (16.5, 13.4), (19.2, 13.4), r"$A\,V$", offset=(0, -0.3))
 
     # Q and K meet in the scores, V comes down to the context
@@ -117,16 +127,14 @@ def draw_pipeline() -> None:
     _arrow(ax, (15.6, 7.2), (20.6, 8.7))
     ax.text(18.3, 7.75, "V", ha="center", va="bottom", fontsize=9.5)
 
-    ax.text(11.0, 17.0, "The outlined row follows one query, “journey”, through every step: its scores against all "
-            "six keys, its weights, and its context vector.", ha="center", va="center", fontsize=9.5,
+    ax.text(11.0, 17.0, tx.caption, ha="center", va="center", fontsize=9.5,
             color="#c0392b")
-    fig.savefig(ASSETS / "ch01_pipeline.png", dpi=DPI, metadata={"Software": None})
-    print("assets/ch01_pipeline.png: written")
+    save(fig, "ch01_pipeline.png", language, DPI)
 
 
-def main() -> None:
-    draw_pipeline()
+def main(language: str = "en") -> None:
+    draw_pipeline(language)
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

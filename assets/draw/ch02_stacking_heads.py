@@ -1,8 +1,8 @@
 """Diagram of chapter 2 (stacking heads), drawn with matplotlib so it can be edited and regenerated.
 
-    python assets/draw/ch02_stacking_heads.py
+    python assets/draw/ch02_stacking_heads.py [--language zh-CN]
 
-writes
+writes (in Chinese: assets/zh-CN/ch02_wrapper.png)
     assets/ch02_wrapper.png   one input X feeds H = 3 independent causal heads; each head has its own W_q, W_k, W_v,
                               its own (T, T) weights (real ones, from mha_lib with seed 123) and its own (T, Dh)
                               output; torch.cat(..., dim=-1) puts the outputs side by side: (T, H·Dh)
@@ -12,24 +12,29 @@ Colour = head everywhere: a head's box, its projections and its columns of the o
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import torch
 from matplotlib import colormaps
 from _common import canvas as _canvas
-from matplotlib.figure import Figure
+from _common import run, save, texts
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
 import mha_lib
 from mha_lib.display.plotting import MASKED_RGB
 
-ASSETS = Path(__file__).resolve().parents[1]
 MASKED = "#{:02x}{:02x}{:02x}".format(*MASKED_RGB)  # masked cells: the series' grey
 DPI = 100
 HEAD_COLOURS = ("#8fb8de", "#f4b183", "#a9d18e")  # head 0, 1, 2 (the palette of the other chapters' diagrams)
 H, DH, D = 3, 2, 16
 TOKENS = mha_lib.JOURNEY_TOKENS
 T = len(TOKENS)
+TEXTS = {  # every word drawn: (English, Chinese)
+    "head": ("head {h}", "头 {h}"),
+    "each": ("(D, Dh)\neach", "各为\n(D, Dh)"),
+    "weights": ("weights (T, T)", "权重 (T, T)"),
+    "cost": ("Cost: H heads × 3 projections of width Dh, then H × 2 small matmuls (Q Kᵀ and A V), "
+             "one head after the other.",
+             "代价：H 个头 × 3 个宽为 Dh 的投影，再加 H × 2 次小矩阵乘法（Q Kᵀ 和 A V），一个头接一个头地算。"),
+}
 
 
 def head_weights() -> torch.Tensor:
@@ -60,7 +65,8 @@ def _arrow(ax, start, end, *, rad: float = 0.0, colour: str = "#333333") -> None
                                  connectionstyle=f"arc3,rad={rad}"))
 
 
-def draw_wrapper() -> None:
+def draw_wrapper(language: str = "en") -> None:
+    tx = texts(TEXTS, language)
     weights = head_weights()
     viridis = colormaps["viridis"]
     fig, ax = _canvas(11.8, 8.0, (-2.4, 30.6), (-1.6, 20.9))
@@ -80,17 +86,17 @@ def draw_wrapper() -> None:
         top = h * (box_h + 0.8)
         ax.add_patch(FancyBboxPatch((5.4, top), 14.4, box_h, boxstyle="round,pad=0.1,rounding_size=0.4",
                                     facecolor=HEAD_COLOURS[h], alpha=0.25, edgecolor=HEAD_COLOURS[h], lw=1.5))
-        ax.text(5.8, top + 0.55, f"head {h}", ha="left", va="center", fontsize=10.5, weight="bold")
+        ax.text(5.8, top + 0.55, tx.head.format(h=h), ha="left", va="center", fontsize=10.5, weight="bold")
         for i, name in enumerate("qkv"):
             y = top + 1.3 + i * 1.45
             ax.add_patch(Rectangle((5.9, y), 1.6, 1.1, facecolor=HEAD_COLOURS[h], edgecolor="#555555", lw=0.8))
             ax.text(6.7, y + 0.55, rf"$W_{name}^{{({h})}}$", ha="center", va="center", fontsize=9.5)
-        ax.text(8.0, top + 3.5, "(D, Dh)\neach", ha="left", va="center", fontsize=8.5)
+        ax.text(8.0, top + 3.5, tx.each, ha="left", va="center", fontsize=8.5)
         # the head's causal weights: masked cells (exactly 0) light grey
         w = weights[h]
         _grid(ax, 10.6, top + 0.8, T, T, lambda r, c, w=w: viridis(float(w[r, c]) / float(weights.max()))
               if c <= r else MASKED, cell=cell)
-        ax.text(10.6 + T * cell / 2, top + 0.7, "weights (T, T)", ha="center", va="bottom", fontsize=8.5)
+        ax.text(10.6 + T * cell / 2, top + 0.7, tx.weights, ha="center", va="bottom", fontsize=8.5)
         _arrow(ax, (15.2, top + 3.0), (out_left - 0.2, top + 3.0))
         ax.text(16.4, top + 2.85, "· V", ha="center", va="bottom", fontsize=9)
         _grid(ax, out_left, top + 0.8, T, DH, HEAD_COLOURS[h], cell=cell)
@@ -107,18 +113,16 @@ def draw_wrapper() -> None:
     _arrow(ax, (cat_x + 0.75, x_top + 3.0), (22.9, x_top + 3.0))
     _grid(ax, 23.0, x_top, T, H * DH, lambda r, c: HEAD_COLOURS[c // DH])
     for h in range(H):
-        ax.text(23.0 + h * DH + DH / 2, x_top + T + 0.35, f"head {h}", ha="center", va="top", fontsize=8.5)
+        ax.text(23.0 + h * DH + DH / 2, x_top + T + 0.35, tx.head.format(h=h), ha="center", va="top", fontsize=8.5)
     ax.text(26.0, x_top + T + 1.3, "torch.cat(outputs, dim=-1)\n(T, H·Dh) = (6, 6)", ha="center", va="top",
             fontsize=10, linespacing=1.4)
-    ax.text(12.6, 20.3, "Cost: H heads × 3 projections of width Dh, then H × 2 small matmuls (Q Kᵀ and A V), "
-            "one head after the other.", ha="center", va="center", fontsize=9.5)
-    fig.savefig(ASSETS / "ch02_wrapper.png", dpi=DPI, metadata={"Software": None})
-    print("assets/ch02_wrapper.png: written")
+    ax.text(12.6, 20.3, tx.cost, ha="center", va="center", fontsize=9.5)
+    save(fig, "ch02_wrapper.png", language, DPI)
 
 
-def main() -> None:
-    draw_wrapper()
+def main(language: str = "en") -> None:
+    draw_wrapper(language)
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

@@ -1,8 +1,8 @@
 """Diagrams of chapter 5 (causal and padding masks), drawn with matplotlib so they can be edited.
 
-    python assets/draw/ch05_causal_masking.py
+    python assets/draw/ch05_causal_masking.py [--language zh-CN]
 
-writes
+writes (in Chinese: the same names in assets/zh-CN/)
     assets/ch05_causal_steps.png   a 4×4 example: scores -> blocked scores set to -inf -> softmax weights; below it
                                    the GPT-2-sized walkthrough's slip (diagonal blocked too): row 0 is all -inf, NaN
     assets/ch05_conventions.png    the same causal pattern (and two padding patterns) written in the conventions
@@ -13,17 +13,14 @@ Colours mean the same thing everywhere: teal = the query may attend to that key,
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import torch
 from _common import canvas as _canvas
-from matplotlib.figure import Figure
+from _common import monospace, run, save, texts
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
 import mha_lib
 from mha_lib.display.plotting import MASKED_RGB
 
-ASSETS = Path(__file__).resolve().parents[1]
 DPI = 110
 KEEP, NAN = "#8fd3c7", "#f4a6a6"
 BLOCKED = "#{:02x}{:02x}{:02x}".format(*MASKED_RGB)  # blocked cells: the series' grey
@@ -32,6 +29,34 @@ SCORES = torch.tensor([[1.2, 0.3, -0.5, 2.0],
                        [0.4, 1.1, 0.9, -1.3],
                        [-0.2, 0.8, 1.5, 0.6],
                        [0.7, -0.6, 0.2, 1.0]])
+TEXTS = {  # every word drawn: (English, Chinese); a Chinese line has no $…$ (mathtext draws CJK as boxes)
+    "causal": ("causal mask: block the future (above the diagonal)", "因果掩码：掩蔽未来（对角线以上）"),
+    "slip": ("the GPT-2-sized walkthrough's slip:\nblock the diagonal too",
+             "GPT-2 尺寸全流程教程的失误：\n连对角线也掩蔽"),
+    "scores": ("scores  $QK^T/\\sqrt{D_h}$", "分数  QKᵀ/√Dh"),
+    "per_row": ("softmax per row", "逐行 softmax"),
+    "nan": ("← exp(−inf) = 0 in every\n    cell: 0 / 0 = NaN", "← 每一格都是\n    exp(−inf) = 0：\n    0 / 0 = NaN"),
+    "legend_steps": ("teal: may attend    grey: blocked    red: a row with nothing left to attend to",
+                     "青色：可以关注    灰色：被掩蔽    红色：没有任何键可以关注的一行"),
+    "keep_mask": ("keep mask (mha_lib, SDPA)\nTrue = attend", "保留掩码（mha_lib、SDPA）\nTrue = 关注"),
+    "triu": ("triu(ones, diagonal=1)\n1 = blocked  (Raschka's book)", "triu(ones, diagonal=1)\n1 = 掩蔽（Raschka 的书）"),
+    "tril": ("tril(ones) buffer\n0 = blocked  (nanoGPT style)", "tril(ones) 缓冲区\n0 = 掩蔽（nanoGPT 风格）"),
+    "nn_mha": ("nn.MultiheadAttention\nTrue = blocked", "nn.MultiheadAttention\nTrue = 掩蔽"),
+    "additive": ("additive float mask\n0 = attend, −inf = blocked", "加性浮点掩码\n0 = 关注，−inf = 掩蔽"),
+    "builds_it": ("additive_mask(keep)  builds it", "additive_mask(keep)  生成它"),
+    "padding": ("padding (B = 2 sequences of lengths 6 and 2, S = 6 keys):",
+                "填充（B = 2 条序列，长度为 6 和 2，S = 6 个键）："),
+    "key_padding": ("key_padding_mask (B, S)\nTrue = padded\n(key-padding tutorial, nn.MHA)",
+                    "key_padding_mask (B, S)\nTrue = 填充位\n（键填充教程、nn.MHA）"),
+    "valid_lens": ("valid_lens (B,)\n(D2L, fill −1e6)", "valid_lens (B,)\n（D2L，填入 −1e6）"),
+    "keep_sequence": ("keep mask, sequence {b}\n(T_q = 2 queries × S = 6 keys)",
+                      "保留掩码，序列 {b}\n（T_q = 2 个查询 × S = 6 个键）"),
+    "both": ("both converters give this (B, 1, T_q, S) keep mask: whole key columns blocked",
+             "两个转换函数都给出这个 (B, 1, T_q, S) 保留掩码：键的整列被掩蔽"),
+    "legend_conventions": ("teal: may attend    grey: blocked    (the raw values differ from one convention to the "
+                           "next; the meaning is the same)",
+                           "青色：可以关注    灰色：被掩蔽    （原始值因约定而异，含义相同）"),
+}
 
 
 def _grid(ax, x0: float, y0: float, texts, keep: torch.Tensor, title: str, *, row_labels=None, col_labels=None,
@@ -70,34 +95,33 @@ def _fmt(x: float) -> str:
     return f"{x:.2f}".replace("-", "−")
 
 
-def draw_causal_steps() -> None:
+def draw_causal_steps(language: str = "en") -> None:
+    tx = texts(TEXTS, language)
     T = len(TOKENS)
     keep = mha_lib.causal_mask(T)
     wrong_keep = keep.tril(diagonal=-1)  # the GPT-2-sized walkthrough: the diagonal blocked as well
     fig, ax = _canvas(11.6, 6.2, (-1.6, 20.8), (-1.3, 10.6))
-    for y0, mask, label in ((0.4, keep, "causal mask: block the future (above the diagonal)"),
-                            (6.0, wrong_keep, "the GPT-2-sized walkthrough's slip:\nblock the diagonal too")):
+    for y0, mask, label in ((0.4, keep, tx.causal), (6.0, wrong_keep, tx.slip)):
         masked = SCORES.masked_fill(~mask, float("-inf"))
         weights = torch.softmax(masked, dim=-1)
         nan_rows = [r for r in range(T) if not mask[r].any()]
         all_kept = torch.ones(T, T, dtype=torch.bool)
-        _grid(ax, 0, y0, [[_fmt(v) for v in row] for row in SCORES.tolist()], all_kept, "scores  $QK^T/\\sqrt{D_h}$",
+        _grid(ax, 0, y0, [[_fmt(v) for v in row] for row in SCORES.tolist()], all_kept, tx.scores,
               row_labels=TOKENS, col_labels=TOKENS)
         _grid(ax, 6.6, y0, [[_fmt(v) for v in row] for row in masked.tolist()], mask, label,
               col_labels=TOKENS, nan_rows=())
-        _grid(ax, 13.2, y0, [[_fmt(v) for v in row] for row in weights.tolist()], mask, "softmax per row",
+        _grid(ax, 13.2, y0, [[_fmt(v) for v in row] for row in weights.tolist()], mask, tx.per_row,
               col_labels=TOKENS, nan_rows=nan_rows)
         _arrow(ax, (4.3, y0 + 2), (6.3, y0 + 2), "masked_fill\n(−inf)")
         _arrow(ax, (10.9, y0 + 2), (12.9, y0 + 2), "softmax")
-    ax.text(17.35, 6.9, "← exp(−inf) = 0 in every\n    cell: 0 / 0 = NaN", ha="left", va="center", fontsize=8.5,
+    ax.text(17.35, 6.9, tx.nan, ha="left", va="center", fontsize=8.5,
             color="#c0392b")
-    ax.text(9.6, 10.25, "teal: may attend    grey: blocked    red: a row with nothing left to attend to",
-            ha="center", va="center", fontsize=9)
-    fig.savefig(ASSETS / "ch05_causal_steps.png", dpi=DPI, metadata={"Software": None})
-    print("assets/ch05_causal_steps.png: written")
+    ax.text(9.6, 10.25, tx.legend_steps, ha="center", va="center", fontsize=9)
+    save(fig, "ch05_causal_steps.png", language, DPI)
 
 
-def draw_conventions() -> None:
+def draw_conventions(language: str = "en") -> None:
+    tx = texts(TEXTS, language)
     T = 4
     keep = mha_lib.causal_mask(T)
     fig, ax = _canvas(12.8, 6.4, (-0.8, 30.2), (-1.9, 13.2))
@@ -110,50 +134,44 @@ def draw_conventions() -> None:
 
     additive = mha_lib.additive_mask(keep)
     row_one = (
-        (booleans(keep), "keep mask (mha_lib, SDPA)\nTrue = attend", "mha_lib.causal_mask(4)"),
-        (numbers(~keep), "triu(ones, diagonal=1)\n1 = blocked  (Raschka's book)", "mask_from_blocked(m)"),
-        (numbers(keep), "tril(ones) buffer\n0 = blocked  (nanoGPT style)", "mask_from_allowed(m)"),
-        (booleans(~keep), "nn.MultiheadAttention\nTrue = blocked", "mask_from_blocked(m)"),
-        ([[_fmt(v) for v in row] for row in additive.tolist()], "additive float mask\n0 = attend, −inf = blocked",
-         "additive_mask(keep)  builds it"),
+        (booleans(keep), tx.keep_mask, "mha_lib.causal_mask(4)"),
+        (numbers(~keep), tx.triu, "mask_from_blocked(m)"),
+        (numbers(keep), tx.tril, "mask_from_allowed(m)"),
+        (booleans(~keep), tx.nn_mha, "mask_from_blocked(m)"),
+        ([[_fmt(v) for v in row] for row in additive.tolist()], tx.additive, tx.builds_it),
     )
-    for i, (texts, title, converter) in enumerate(row_one):
+    for i, (cells, title, converter) in enumerate(row_one):
         x0 = i * 6.0
-        _grid(ax, x0, 0, texts, keep, title, fontsize=8.0, cell=1.15)
-        ax.text(x0 + 2.3, 4.95, converter, ha="center", va="center", fontsize=8.5, family="monospace")
+        _grid(ax, x0, 0, cells, keep, title, fontsize=8.0, cell=1.15)
+        ax.text(x0 + 2.3, 4.95, converter, ha="center", va="center", fontsize=8.5, family=monospace(language))
 
     # row two: padding, for a batch of two key sequences of lengths 6 and 2 (S = 6), two queries each
     S, lens = 6, torch.tensor([6, 2])
     padded = torch.arange(S)[None, :] >= lens[:, None]  # (B, S), True = padding
     pad_keep = ~padded
-    ax.text(-0.6, 6.3, "padding (B = 2 sequences of lengths 6 and 2, S = 6 keys):", ha="left", va="center",
+    ax.text(-0.6, 6.3, tx.padding, ha="left", va="center",
             fontsize=10)
-    _grid(ax, 0, 8.7, booleans(padded), pad_keep, "key_padding_mask (B, S)\nTrue = padded\n(key-padding tutorial, nn.MHA)",
-          fontsize=8.0, cell=1.15)
+    _grid(ax, 0, 8.7, booleans(padded), pad_keep, tx.key_padding, fontsize=8.0, cell=1.15)
     ax.text(3.45, 11.45, "mask_from_key_padding(m, B, S)", ha="center", va="center", fontsize=8.5,
             family="monospace")
     _grid(ax, 9.6, 8.7, [[str(int(v))] for v in lens], torch.ones(2, 1, dtype=torch.bool),
-          "valid_lens (B,)\n(D2L, fill −1e6)", fontsize=8.5, cell=1.15)
+          tx.valid_lens, fontsize=8.5, cell=1.15)
     ax.text(10.2, 11.45, "mask_from_valid_lens(v, T, S)", ha="center", va="center", fontsize=8.5,
             family="monospace")
     for b in range(2):
         x0 = 15.4 + b * 7.3
         rows = pad_keep[b].expand(2, S)  # (T_q = 2, S): every query row sees the same keys
-        _grid(ax, x0, 8.7, booleans(rows), rows, f"keep mask, sequence {b}\n(T_q = 2 queries × S = 6 keys)",
-              fontsize=8.0, cell=1.15)
+        _grid(ax, x0, 8.7, booleans(rows), rows, tx.keep_sequence.format(b=b), fontsize=8.0, cell=1.15)
     _arrow(ax, (11.7, 10.4), (15.1, 10.4))
-    ax.text(22.55, 11.45, "both converters give this (B, 1, T_q, S) keep mask: whole key columns blocked",
-            ha="center", va="center", fontsize=8.5)
-    ax.text(14.7, 12.7, "teal: may attend    grey: blocked    (the raw values differ from one convention to the "
-            "next; the meaning is the same)", ha="center", va="center", fontsize=9)
-    fig.savefig(ASSETS / "ch05_conventions.png", dpi=DPI, metadata={"Software": None})
-    print("assets/ch05_conventions.png: written")
+    ax.text(22.55, 11.45, tx.both, ha="center", va="center", fontsize=8.5)
+    ax.text(14.7, 12.7, tx.legend_conventions, ha="center", va="center", fontsize=9)
+    save(fig, "ch05_conventions.png", language, DPI)
 
 
-def main() -> None:
-    draw_causal_steps()
-    draw_conventions()
+def main(language: str = "en") -> None:
+    draw_causal_steps(language)
+    draw_conventions(language)
 
 
 if __name__ == "__main__":
-    main()
+    run(main)
