@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 README_FIGURE = ROOT / "assets" / "readme_heatmap.png"
-DIAGRAM_SCRIPTS = ROOT / "assets" / "draw"  # one script per chapter; each writes its assets/chNN_*.png
+DIAGRAM_SCRIPTS = ROOT / "assets" / "draw"  # one script per chapter: assets/chNN_*.png and assets/zh-CN/chNN_*.png
 
 BADGE_TAG = "colab-badge"
 SETUP_TAG = "colab-setup"
@@ -198,13 +198,14 @@ def draw_readme_figure() -> None:
 
 
 def draw_diagrams() -> None:
-    """Run every ``assets/draw/*.py`` script: the chapters' diagrams are drawn by code, so they can be edited."""
-    import runpy
-
+    """Draw every chapter diagram (``assets/draw/ch*.py``) in English (``assets/``) and in Chinese (``assets/zh-CN/``):
+    the diagrams are drawn by code, so they can be edited."""
     sys.path.insert(0, str(DIAGRAM_SCRIPTS))  # the scripts share helpers from assets/draw/_common.py
-    for script in sorted(DIAGRAM_SCRIPTS.glob("ch*.py")):
-        runpy.run_path(str(script), run_name="__main__")
-        print(f"{script.relative_to(ROOT)}: drawn")
+    from _common import draw_all
+
+    for language in ("en", "zh-CN"):
+        for script in draw_all(language):
+            print(f"{script.relative_to(ROOT)} ({language}): drawn")
 
 
 def main(argv: list[str]) -> None:

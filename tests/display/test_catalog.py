@@ -200,7 +200,7 @@ def test_plot_heads_labels_speak_chinese_and_switch_back():
     weights = torch.softmax(torch.randn(2, 4, 4, generator=torch.Generator().manual_seed(0)), dim=-1)
     set_language("zh-CN")
     fig = plot_heads(weights, list("abcd"))
-    assert fig.axes[0].get_ylabel() == "查询（行关注……）" and fig.axes[0].get_title() == "头 0"
+    assert fig.axes[0].get_ylabel() == "查询（行）" and fig.axes[0].get_title() == "头 0"
     assert fig.axes[-1].get_ylabel() == "注意力权重"  # the colour bar
     set_language("en")
     fig = plot_heads(weights, list("abcd"))
