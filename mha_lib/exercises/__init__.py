@@ -181,7 +181,8 @@ def _private_copy(value: Any) -> Any:
     if isinstance(value, torch.nn.Module):
         return copy_module.deepcopy(value)
     if isinstance(value, tuple):
-        return tuple(_private_copy(v) for v in value)
+        items = (_private_copy(v) for v in value)
+        return type(value)(*items) if hasattr(value, "_fields") else tuple(items)  # a NamedTuple keeps its fields
     if isinstance(value, list):
         return [_private_copy(v) for v in value]
     if isinstance(value, dict):
