@@ -37,7 +37,8 @@ test-newest:
 notebooks: $(STAMP)
 	$(BIN)/python tests/refresh_notebooks.py
 
-# Re-measure speed, memory and import time (saved in mha_lib/benchmark_results/), then refresh chapter 9 which plots them.
+# Re-measure speed, memory, import time (chapter 9) and KV-cache generation (chapter 12) into
+# mha_lib/benchmark_results/, then refresh chapter 9 which plots the first three.
 benchmarks: $(STAMP)
 	$(BIN)/python tests/benchmarks/run_all.py --quiet-below 10
 

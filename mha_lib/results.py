@@ -1,9 +1,10 @@
-"""Chapter 9's saved measurements of the core's own kernels: in the core, beside what they measure (stdlib only).
+"""Saved measurements of the core's own code (chapters 9 and 12), in the core beside what they measure (stdlib only).
 
 They ship inside the package, so a notebook reads them anywhere (Colab, a copied notebook).
 
     mha_lib.results.load("speed")    # {"cpu": {...}, "cuda": {...}}: every device measured, CPU first
     mha_lib.results.load("import_time")
+    mha_lib.results.load("kv_cache")["cpu"]    # chapter 12: generating with and without a KV cache
 
 `tests/benchmarks/run_all.py` writes these files (``benchmark_results/<kind>_<device>.json`` or
 ``<kind>.json``); nothing is downloaded at run time.
@@ -14,7 +15,7 @@ from __future__ import annotations
 import json
 from importlib import resources
 
-KINDS = ("speed", "memory", "import_time")
+KINDS = ("speed", "memory", "import_time", "kv_cache")
 
 
 def _folder():

@@ -1,12 +1,14 @@
-"""Re-run every benchmark of chapter 9, save the results, and refresh the chapter's notebook.
+"""Re-run the benchmarks of chapters 9 and 12, save the results, and refresh chapter 9's notebook.
 
     python tests/benchmarks/run_all.py            # on a quiet machine: CPU always, CUDA too when present
     python tests/benchmarks/run_all.py --quick    # tiny shapes, a smoke test (do not commit its results)
 
-Writes ``mha_lib/benchmark_results/speed_<device>.json``, ``memory_<device>.json`` and ``import_time.json``, then
-re-executes ``notebooks/09_efficiency.ipynb`` (its stored outputs print those files, so they must be refreshed
-together). On a GPU machine the new ``speed_cuda.json`` and ``memory_cuda.json`` appear in the notebook next to the
-CPU's without any code change. Takes about 5 minutes on a quiet 2-core CPU (10 on a busy one).
+Writes ``mha_lib/benchmark_results/speed_<device>.json``, ``memory_<device>.json``, ``import_time.json`` and
+``kv_cache_cpu.json`` (chapter 12: generation with and without a KV cache), then re-executes
+``notebooks/09_efficiency.ipynb`` (its stored outputs print those files, so they must be refreshed together;
+chapter 12's notebook, which plots ``kv_cache_cpu.json``, must be refreshed after it too). On a GPU machine the new
+``speed_cuda.json`` and ``memory_cuda.json`` appear in the notebook next to the CPU's without any code change.
+Takes about 8 minutes on a quiet 2-core CPU (the KV-cache benchmark about 2.5 of them; longer on a busy one).
 """
 
 from __future__ import annotations
@@ -42,18 +44,22 @@ def main(argv: list[str] | None = None) -> None:
     speed = [python, str(HERE / "attention_speed.py"), "--out", str(out)]
     memory = [python, str(HERE / "attention_memory.py"), "--out", str(out)]
     imports = [python, str(HERE / "import_time.py"), "--out", str(out)]
+    kv_cache = [python, str(HERE / "kv_cache_generation.py"), "--out", str(out)]
     if args.quick:
         speed += ["-B", "2", "-T", "128", "-D", "64", "-H", "4", "--repeats", "3", "--warmup", "1"]
         memory += ["-T", "64", "128", "-D", "64", "-H", "4"]
         imports += ["--repeats", "2"]
+        kv_cache += ["--tokens", "16", "32", "--repeats", "1"]
     else:
         speed += ["--repeats", "9"]
     if args.quiet_below:
         speed += ["--quiet-below", args.quiet_below]
+        kv_cache += ["--quiet-below", args.quiet_below]
     start = time.perf_counter()
     step("speed", speed)
     step("memory", memory)
     step("import time", imports)
+    step("kv cache", kv_cache)
     if args.notebook and not args.quick and out.resolve() == RESULTS.resolve():
         step("notebook", [python, str(ROOT / "tests" / "refresh_notebooks.py"), str(NOTEBOOK)])
     print(f"\nall done in {time.perf_counter() - start:.0f} s; results in {out}")

@@ -1,4 +1,4 @@
-"""The chapter-9 benchmarks: they run (on tiny shapes, in seconds), print what they promise, save what the
+"""The benchmarks of chapters 9 and 12: they run (on tiny shapes, in seconds), print what they promise, save what the
 notebook reads; and the explicit kernel's speed-ups (scale q, mask and softmax in place) change no result.
 
 The timings themselves are not tested (a shared machine makes them noise); `tests/benchmarks/run_all.py` measures.
@@ -110,6 +110,42 @@ def test_induction_training_benchmark_prints_both_thread_counts_and_saves_them(t
     assert saved["max_weight_difference_between_runs"] < 1e-3  # the same run, whatever the threads
 
 
+KV_CACHE_TOKENS = [64, 128, 256, 512, 1024]
+
+
+def _check_kv_cache_json(result: dict, tokens: list[int]) -> None:
+    """The file chapter 12 reads through ``mha_lib.results.load("kv_cache")["cpu"]``: its schema, and the same
+    tokens with and without the cache. The speed-ups are measured, never asserted (a shared machine)."""
+    assert result["benchmark"] == "kv_cache_generation" and result["schema"] == 1
+    assert {"device", "torch", "threads", "machine", "model", "prompt_tokens", "repeats", "points"} <= set(result)
+    assert result["device"] == "cpu" and result["prompt_tokens"] == 1
+    assert isinstance(result["threads"], int) and result["threads"] >= 1 and result["repeats"] >= 1
+    model = result["model"]
+    assert set(model) == {"layers", "d_model", "heads", "vocab", "parameters", "description"}
+    assert (model["layers"], model["d_model"], model["heads"], model["vocab"]) == (4, 256, 8, 512)
+    # token (512 × 256) and position (1,100 × 256) embeddings, 4 layers of 4·256² + 256, unembedding 256 × 512
+    assert model["parameters"] == 512 * 256 + 1100 * 256 + 4 * (4 * 256 * 256 + 256) + 256 * 512 == 1_593_344
+    assert [p["tokens"] for p in result["points"]] == tokens
+    for p in result["points"]:
+        assert {"tokens", "no_cache_s", "cache_s", "speedup", "same_tokens"} <= set(p)
+        assert p["no_cache_s"] > 0 and p["cache_s"] > 0
+        assert p["speedup"] == pytest.approx(p["no_cache_s"] / p["cache_s"], rel=0.01, abs=0.01)
+        assert p["same_tokens"] is True  # with and without the cache, token for token the same
+        assert len(p["no_cache_samples_s"]) == len(p["cache_samples_s"]) == result["repeats"]
+
+
+def test_kv_cache_benchmark_prints_a_table_and_saves_what_chapter_12_reads(tmp_path):
+    out = _run("kv_cache_generation.py", "--tokens", "3", "9", "--repeats", "2", "--out", str(tmp_path))
+    lines = out.rstrip("\n").splitlines()
+    assert any(line.split() == ["new", "tokens", "no", "cache", "s", "cache", "s", "speed-up", "same", "tokens"]
+               for line in lines)
+    assert "1,593,344 parameters" in out
+    assert re.fullmatch(r"speedup_at_9=\d+\.\d+", lines[-1])
+    saved = json.loads((tmp_path / "kv_cache_cpu.json").read_text())
+    _check_kv_cache_json(saved, [3, 9])
+    assert float(lines[-1].split("=")[1]) == saved["points"][-1]["speedup"]
+
+
 def test_the_saved_results_the_notebook_reads_are_complete():
     speed = sorted(RESULTS.glob("speed_*.json"))
     memory = sorted(RESULTS.glob("memory_*.json"))
@@ -124,6 +160,11 @@ def test_the_saved_results_the_notebook_reads_are_complete():
         _check_memory_json(result)
         assert path.stem == f"memory_{result['device']}"
         assert result["seq_lens"] == [256, 512, 1024, 2048, 4096] and result["modes"] == ["inference", "training"]
+    from mha_lib.results import load
+
+    kv_cache = load("kv_cache")
+    assert list(kv_cache) == ["cpu"]
+    _check_kv_cache_json(kv_cache["cpu"], KV_CACHE_TOKENS)
     imports = json.loads((RESULTS / "import_time.json").read_text())
     assert imports["import_mha_lib_after_torch_s"] <= imports["budget_s"]
 
