@@ -359,8 +359,9 @@ class MultiHeadAttention(_MultiHeadBase):
         if kv_cache is not None:
             k, v = kv_cache.append(k, v)  # (B, G, S, Dh): the cached tokens, then this chunk's
             positional = causal_mask_at(positions, kv_cache.positions(x.device), window=self.window)  # (T, S)
-        elif self.window is not None:
-            positional = causal_mask_at(positions, positions, window=self.window)  # (T, T)
+        elif self.window is not None:  # keys at 0 .. S-1 (S = T unless kv is another sequence)
+            key_positions = torch.arange(kv.shape[1], device=x.device)
+            positional = causal_mask_at(positions, key_positions, window=self.window)  # (T, S)
         k = expand_kv_heads(k, self.num_heads)  # (B, G, S, Dh) -> (B, H, S, Dh)
         v = expand_kv_heads(v, self.num_heads)  # (B, G, S, Dh) -> (B, H, S, Dh)
         result = self._attend(q, k, v, key_padding_mask, valid_lens, return_weights, positional)

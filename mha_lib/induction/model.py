@@ -35,6 +35,7 @@ them in ``mha_lib/induction/checkpoints/`` (inside the wheel, so Colab needs no 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -400,16 +401,25 @@ def masked_loss(logits: Tensor, batch: Batch) -> Tensor:
     return F.cross_entropy(predictions[keep], targets[keep])
 
 
+@contextlib.contextmanager
+def _evaluating(model: nn.Module) -> Iterator[None]:
+    """``model.eval()`` inside, the model's own mode restored after, even when the body raises."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
+
+
 @torch.no_grad()
 def evaluate(model: AttentionOnlyTransformer, batch: Batch, head_mask: Tensor | None = None) -> dict[str, Tensor]:
     """Loss, accuracy and every head's scores on ``batch``: ``{"loss", "accuracy", "previous_token", "induction"}``."""
     _check_model("model", model)
     batch = _check_batch("batch", batch)
-    was_training = model.training
-    model.eval()
     device = next(model.parameters()).device
-    logits, weights = model(batch.tokens.to(device), head_mask=head_mask, return_weights=True)
-    model.train(was_training)
+    with _evaluating(model):
+        logits, weights = model(batch.tokens.to(device), head_mask=head_mask, return_weights=True)
     weights = torch.stack(weights)  # L × (B, H, T, T) -> (L, B, H, T, T)
     T = batch.tokens.shape[1]
     keep = batch.targets[:, : T - 1].to(device)
@@ -495,18 +505,16 @@ def generation_accuracy(model: AttentionOnlyTransformer, batch: Batch) -> dict[s
     """
     _check_model("model", model)
     batch = _check_batch("batch", batch)
-    was_training = model.training
-    model.eval()
     device = next(model.parameters()).device
     tokens = batch.tokens.to(device)
     T = tokens.shape[1]
     keep = batch.targets[:, : T - 1].to(device)  # (B, T-1): the predictable next tokens
-    forced = model(tokens)[:, :-1].argmax(-1) == tokens[:, 1:]  # (B, T-1)
     written = tokens.clone()  # the true tokens until a sequence's predictable part begins, then the model's
-    for t in range(T - 1):
-        prediction = model(written[:, : t + 1])[:, -1].argmax(-1)  # only tokens 0..t exist yet: (B,)
-        written[:, t + 1] = torch.where(keep[:, t], prediction, written[:, t + 1])
-    model.train(was_training)
+    with _evaluating(model):
+        forced = model(tokens)[:, :-1].argmax(-1) == tokens[:, 1:]  # (B, T-1)
+        for t in range(T - 1):
+            prediction = model(written[:, : t + 1])[:, -1].argmax(-1)  # only tokens 0..t exist yet: (B,)
+            written[:, t + 1] = torch.where(keep[:, t], prediction, written[:, t + 1])
     generated = written[:, 1:] == tokens[:, 1:]  # (B, T-1)
     return {"teacher_forced": forced[keep].float().mean(), "generated": generated[keep].float().mean()}
 
@@ -526,17 +534,18 @@ def generate(model: AttentionOnlyTransformer, prompt: Tensor, new_tokens: int, *
         raise ValueError(f"prompt ({prompt.shape[1]} tokens) + new_tokens ({new_tokens}) must fit seq_len = "
                          f"{model.task.seq_len}")
     use_cache = check_flag("use_cache", use_cache)
-    was_training = model.training
-    model.eval()
+    if use_cache and not model.config.causal:
+        raise ValueError("use_cache=True needs a causal model: this one was built with causal=False, so every "
+                         "token's output depends on the tokens after it and cannot be kept; use use_cache=False")
     tokens = prompt.to(next(model.parameters()).device)
     caches = model.new_caches() if use_cache else None
     step_input = tokens  # with a cache: the prompt first, then only the newest token
-    for _ in range(new_tokens):
-        logits = model(step_input if use_cache else tokens, kv_caches=caches)  # (B, T_in, V)
-        next_token = logits[:, -1].argmax(-1, keepdim=True)  # (B, 1)
-        tokens = torch.cat([tokens, next_token], dim=1)
-        step_input = next_token
-    model.train(was_training)
+    with _evaluating(model):
+        for _ in range(new_tokens):
+            logits = model(step_input if use_cache else tokens, kv_caches=caches)  # (B, T_in, V)
+            next_token = logits[:, -1].argmax(-1, keepdim=True)  # (B, 1)
+            tokens = torch.cat([tokens, next_token], dim=1)
+            step_input = next_token
     return tokens
 
 

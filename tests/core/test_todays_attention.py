@@ -466,8 +466,6 @@ def test_converters_refuse_todays_options(convert, options, shown):
         convert(layer)
 
 
-@pytest.mark.xfail(strict=True, reason="library bug (reported): with kv given, a window builds its mask from the "
-                                       "queries' positions only, (T, T) against T x S scores")
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_a_window_on_causal_cross_attention_is_the_band_over_the_keys(kernel):
     """Causal cross-attention (kv given, causal=True) lets query t see keys 0..t; a window W keeps t - W + 1..t."""

@@ -111,7 +111,8 @@ def test_the_cached_model_refuses_what_does_not_fit():
     (lambda m: generate(m, torch.tensor([[1.0, 2.0]]), 2), ValueError, r"prompt must be an int64 tensor"),
     (lambda m: generate(torch.nn.Linear(2, 2), torch.tensor([[1]]), 2), TypeError,
      r"model must be an AttentionOnlyTransformer"),
-    (lambda m: generate(new_model("no_mask"), torch.tensor([[1]]), 2), ValueError, r"kv_cache needs causal=True"),
+    (lambda m: generate(new_model("no_mask"), torch.tensor([[1]]), 2), ValueError,
+     r"use_cache=True needs a causal model: this one was built with causal=False"),
 ])
 def test_generate_refuses_bad_input(call, error, message):
     with pytest.raises(error, match=message):
@@ -124,10 +125,8 @@ def test_a_model_without_the_mask_generates_without_a_cache():
     assert out.shape == (1, 5) and torch.equal(out, slow_greedy(model.eval(), torch.tensor([[1, 2]]), 3))
 
 
-@pytest.mark.xfail(strict=True, reason="library bug (reported): generate sets eval() and restores the mode only "
-                                       "when it returns, not when the model raises")
 def test_a_refused_generation_leaves_the_models_mode_alone():
     model = new_model("no_mask").train()
-    with pytest.raises(ValueError, match=r"kv_cache needs causal=True"):
+    with pytest.raises(ValueError, match=r"use_cache=True needs a causal model"):
         generate(model, torch.tensor([[1]]), 2)
     assert model.training
