@@ -3,7 +3,8 @@
 The package is a small core — the attention the chapters teach — and a wing for each job around it. The core
 imports no wing; a wing imports the core and the wings listed below it, never one above it.
 
-    exercises/     the chapters' checkers (chapters 1-11)
+    exercises/     the chapters' checkers (chapters 1-13)
+    llm/           chapters 12-13: today's decoders (GQA, the KV cache, RoPE, windows): figures, widgets, Llama
     trained/       chapter 10: a real trained encoder, its head roles, explorer and figures
     induction/     chapter 11: a tiny model that learns induction heads on the CPU
     display/       every chapter: printing, heatmaps, explorers, static widget pictures
@@ -26,7 +27,7 @@ The core, top-down in the order the chapters teach it:
     validation.py   argument checks with messages a student can act on
     ablation.py     knocking heads out: the one tool chapters 10 and 11 share
     language.py     set_language("zh-CN"): the wings' messages, figure labels and checkers in Chinese (gettext)
-    results.py      chapter 9's saved measurements of the core's kernels (benchmark_results/, in the wheel)
+    results.py      saved measurements: chapter 9's kernels, chapter 12's KV cache (benchmark_results/, in the wheel)
 
 display/ — everything that draws or prints (matplotlib and ipywidgets loaded on first use):
 
@@ -44,7 +45,13 @@ induction/ — chapter 11, heads that learn on the CPU:
 
     model.py        a tiny attention-only causal transformer, its repeated-segment task, training, scores and
                     the three shipped runs (checkpoints/, written by tests/train_induction.py)
-    plots.py / trainer.py  its figures, and the live trainer widget
+    plots.py / trainer.py  its figures, and the live trainer widget (model.py also generates, with a KV cache)
+
+llm/ — chapters 12 and 13, the attention of today's decoders (imported on use: transformers only in llama.py):
+
+    llama.py        a tiny transformers LlamaAttention built offline, called as Llama calls it
+    sharing.py      chapter 12: heads grouped by shared key/value head, the G slider, the cache filling up
+    rotary.py       chapter 13: rotations, frequencies, the offset widget, windows and their reach
 
 exercises/ — the chapters' exercise checkers, one module per chapter.
 """
