@@ -38,7 +38,7 @@ notebooks: $(STAMP)
 	$(BIN)/python tests/refresh_notebooks.py
 
 # Re-measure speed, memory, import time (chapter 9) and KV-cache generation (chapter 12) into
-# mha_lib/benchmark_results/, then refresh chapter 9 which plots the first three.
+# mha_lib/benchmark_results/, then refresh chapters 9 and 12 (and their twins), which print them.
 benchmarks: $(STAMP)
 	$(BIN)/python tests/benchmarks/run_all.py --quiet-below 10
 

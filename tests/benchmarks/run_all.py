@@ -1,12 +1,12 @@
-"""Re-run the benchmarks of chapters 9 and 12, save the results, and refresh chapter 9's notebook.
+"""Re-run the benchmarks of chapters 9 and 12, save the results, and refresh the two chapters that print them.
 
     python tests/benchmarks/run_all.py            # on a quiet machine: CPU always, CUDA too when present
     python tests/benchmarks/run_all.py --quick    # tiny shapes, a smoke test (do not commit its results)
 
 Writes ``mha_lib/benchmark_results/speed_<device>.json``, ``memory_<device>.json``, ``import_time.json`` and
 ``kv_cache_cpu.json`` (chapter 12: generation with and without a KV cache), then re-executes
-``notebooks/09_efficiency.ipynb`` (its stored outputs print those files, so they must be refreshed together;
-chapter 12's notebook, which plots ``kv_cache_cpu.json``, must be refreshed after it too). On a GPU machine the new
+``notebooks/09_efficiency.ipynb`` and ``notebooks/12_sharing_keys_and_values.ipynb`` and their Chinese twins
+(their stored outputs print those files, so they must be refreshed together). On a GPU machine the new
 ``speed_cuda.json`` and ``memory_cuda.json`` appear in the notebook next to the CPU's without any code change.
 Takes about 8 minutes on a quiet 2-core CPU (the KV-cache benchmark about 2.5 of them; longer on a busy one).
 """
@@ -22,7 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 RESULTS = ROOT / "mha_lib" / "benchmark_results"
-NOTEBOOK = ROOT / "notebooks" / "09_efficiency.ipynb"
+NOTEBOOKS = [ROOT / "notebooks" / folder / name for folder in ("", "zh-CN")
+             for name in ("09_efficiency.ipynb", "12_sharing_keys_and_values.ipynb")]
 
 
 def step(title: str, command: list[str]) -> None:
@@ -61,7 +62,8 @@ def main(argv: list[str] | None = None) -> None:
     step("import time", imports)
     step("kv cache", kv_cache)
     if args.notebook and not args.quick and out.resolve() == RESULTS.resolve():
-        step("notebook", [python, str(ROOT / "tests" / "refresh_notebooks.py"), str(NOTEBOOK)])
+        existing = [str(path) for path in NOTEBOOKS if path.exists()]
+        step("notebooks", [python, str(ROOT / "tests" / "refresh_notebooks.py"), *existing])
     print(f"\nall done in {time.perf_counter() - start:.0f} s; results in {out}")
 
 
