@@ -1,6 +1,6 @@
 """Checkers for chapter 13, rotary positions and sliding windows.
 
-    check_apply_rope(fn)     fn(x, positions, theta) -> x rotated, rotate-half layout (Llama)      (..., T, Dh)
+    check_apply_rope(fn)     fn(x, positions, theta) -> x rotated, rotate-half layout (transformers)  (..., T, Dh)
     check_window_mask(fn)    fn(T, W)                -> keep mask, query t sees keys t-W+1 .. t      (T, T) bool
     check_reach(fn)          fn(layers, window)      -> how many input positions the last token reads  int
 
@@ -24,11 +24,11 @@ from . import Feedback, attempt, compare, failed, passed, refuse
 Tensor = torch.Tensor
 
 # --- 13.1 apply_rope ---------------------------------------------------------------------------------------------
-GPT_J_LAYOUT = ("you rotated neighbouring pairs (x[2i], x[2i+1]), GPT-J's layout: Llama pairs dimension i with "
-                "i + Dh/2 (rotate_half swaps the two halves). Both are rotations, but weights trained in one layout "
-                "are wrong in the other.")
+GPT_J_LAYOUT = ("you rotated neighbouring pairs (x[2i], x[2i+1]), GPT-J's layout: transformers' Llama code (and the "
+                "checkpoints converted for it) pairs dimension i with i + Dh/2 (rotate_half swaps the two halves). "
+                "Both are rotations, but weights trained in one layout are wrong in the other.")
 WRONG_DIRECTION = ("you turned each pair the wrong way (by -angle): the result is x·cos - rotate_half(x)·sin. "
-                   "Llama's is x·cos + rotate_half(x)·sin, with rotate_half(x) = cat(-x2, x1).")
+                   "The rotate-half layout is x·cos + rotate_half(x)·sin, with rotate_half(x) = cat(-x2, x1).")
 NO_COS = ("you added rotate_half(x)·sin to x itself, without multiplying x by cos: that is not a rotation (the "
           "pair grows longer with the angle). Use x·cos + rotate_half(x)·sin.")
 NOT_TURNED = ("you multiplied x by sin without turning it: x·cos + x·sin scales each number instead of rotating "
@@ -41,9 +41,11 @@ IGNORED_POSITIONS = ("you used the positions 0 .. T-1, not the positions you wer
                      "chunk's tokens sit at past .. past + T - 1, so use the positions argument.")
 THETA_IGNORED = ("you used θ = 10,000 whatever theta was given: use the theta argument (Llama 3 uses 500,000, "
                  "and this check uses 100).")
+BOTH_IGNORED = ("you used the positions 0 .. T-1 and θ = 10,000, whatever you were given: use both arguments. "
+                "After a KV cache the chunk's tokens sit at past .. past + T - 1, and this check uses θ = 100.")
 NOT_ROTATED = "you returned x unchanged: every pair must turn by position × θ^(-2i/Dh)."
 BATCH_TIP = ("Tip: x may have any number of leading dimensions (..., T, Dh); build cos and sin of shape (T, Dh) "
-             "and let them broadcast.")
+             "and let them broadcast.")  # only after a wrong shape or an error, never after wrong values
 
 # --- 13.2 window_mask ------------------------------------------------------------------------------------------
 WINDOW_TOO_WIDE = ("off by one: each query sees W + 1 keys (t - W .. t). A window of W keys, the query's own "
@@ -68,6 +70,9 @@ REACH_NO_SELF = ("you forgot the token itself: L layers reach L·(W - 1) positio
                  "position makes L·(W - 1) + 1.")
 REACH_POWER = ("windows do not multiply: a token reads W - 1 earlier positions per layer, and those positions' "
                "windows overlap its own, so the reach grows by W - 1 per layer, not by a factor W.")
+REACH_PAPER_WINDOW = ("you counted the window as the Mistral 7B paper does, i - W .. i (W + 1 keys, L·W positions "
+                      "back): here, as in exercise 13.2, transformers and mha_lib, the window holds W keys with the "
+                      "query's own, so each layer reaches W - 1 further back: L·(W - 1) + 1.")
 REACH_ONE_LAYER = ("you answered for one layer (W positions): every layer adds W - 1 positions further back, "
                    "L·(W - 1) + 1 in all.")
 REACH_NOT_A_NUMBER = "expected a number (an int), got {kind}."
@@ -98,13 +103,14 @@ def _rope_mistakes(x: Tensor, positions: Tensor, theta: float) -> dict[str, Tens
         MISSING_TWO: x * wrong_angles.cos().to(x.dtype) + rotate_half(x) * wrong_angles.sin().to(x.dtype),
         IGNORED_POSITIONS: apply_rope(x, torch.arange(positions.shape[0]), theta),
         THETA_IGNORED: apply_rope(x, positions, 10000.0),
+        BOTH_IGNORED: apply_rope(x, torch.arange(positions.shape[0]), 10000.0),
         NOT_ROTATED: x.clone(),
     }
 
 
 def check_apply_rope(student_fn: Callable[[Tensor, Tensor, float], Tensor]) -> Feedback:
     """``student_fn(x, positions, theta)`` must rotate each pair ``(x[i], x[i + Dh/2])`` of token t by
-    ``positions[t] · θ^(-2i/Dh)``: ``x·cos + rotate_half(x)·sin``, Llama's layout.
+    ``positions[t] · θ^(-2i/Dh)``: ``x·cos + rotate_half(x)·sin``, the layout of transformers' Llama code.
 
     Two runs: one sequence ``(6, 8)`` at positions 0..5, then ``(2, 3, 5, 12)`` at positions 7..11 with θ = 100
     (a chunk after a cache, and leading dimensions).
@@ -118,17 +124,21 @@ def check_apply_rope(student_fn: Callable[[Tensor, Tensor, float], Tensor]) -> F
         mistakes = _rope_mistakes(x, positions, theta)
         answer = attempt(name, student_fn, x, positions, theta)
         if isinstance(answer, Feedback):
+            if lead and answer.attempted:  # it ran on one sequence and raised on leading dimensions
+                return failed(name, f"right for one (6, 8) sequence at positions 0..5, but for x of shape "
+                                    f"{tuple(x.shape)}: {answer.message} {BATCH_TIP}")
             return answer
         verdict = compare(name, answer, expected, mistakes=mistakes)
         if not verdict:
             if lead:
-                tip = "" if verdict.message in mistakes else " " + BATCH_TIP  # a named slip needs no tip
+                wrong_shape = isinstance(answer, Tensor) and tuple(answer.shape) != tuple(expected.shape)
+                tip = " " + BATCH_TIP if wrong_shape else ""  # wrong values (named or not) get no broadcasting tip
                 return failed(name, f"right for one (6, 8) sequence at positions 0..5, but not for x of shape "
                                     f"{tuple(x.shape)} at positions {first}..{first + T - 1} with theta = {theta:g}: "
                                     f"{verdict.message}{tip}")
             return verdict
-    return passed(name, "correct: each pair (x[i], x[i + Dh/2]) turned by position × θ^(-2i/Dh), as Llama's "
-                        "apply_rotary_pos_emb does.")
+    return passed(name, "correct: each pair (x[i], x[i + Dh/2]) turned by position × θ^(-2i/Dh), as "
+                        "apply_rotary_pos_emb in transformers' Llama code does.")
 
 
 def _window_mistakes(T: int, W: int) -> dict[str, Tensor]:
@@ -189,6 +199,7 @@ def _reach_mistakes(layers: int, window: int) -> dict[str, int]:
     return {
         REACH_TIMES_W: layers * window,
         REACH_NO_SELF: layers * (window - 1),
+        REACH_PAPER_WINDOW: layers * window + 1,
         REACH_POWER: window ** min(layers, 64),
         REACH_ONE_LAYER: window,
     }
@@ -213,8 +224,8 @@ def check_reach(student_fn: Callable[[int, int], int]) -> Feedback:
         answers.append(value)
     wrong = [i for i, (value, right) in enumerate(zip(answers, expected)) if value != right]
     if not wrong:
-        return passed(name, "correct: L·(W - 1) + 1 positions; Mistral 7B's 32 layers with W = 4,096 reach "
-                            f"{32 * 4095 + 1:,} positions back.")
+        return passed(name, "correct: L·(W - 1) + 1 positions; with a window of W keys (the query's own included), "
+                            f"Mistral 7B's 32 layers and W = 4,096 let a token read {32 * 4095 + 1:,} positions.")
     tables = [_reach_mistakes(L, W) for L, W in REACH_CASES]
     for message in tables[0]:
         # named when the slip explains every wrong answer (on some cases it may give the right one)

@@ -77,7 +77,8 @@ def rotation_figure(vector=(1.0, 0.35), speeds=(1.0, 0.25), positions=range(6)):
     """One pair of dimensions ``(x_i, x_{i + Dh/2})`` turned by ``position × speed``, one panel per speed.
 
     Each arrow is the same pair at another position ``m``: its length never changes, only its angle
-    ``m · speed`` (radians). A fast pair (speed 1) turns almost a sixth of a circle per token; a slow one barely moves.
+    ``m · speed`` (radians). A fast pair (speed 1) turns almost a sixth of a circle per token; a pair of speed 0.25
+    turns four times more slowly (1.25 rad, about a fifth of a circle, from m = 0 to m = 5).
     """
     pair = _vector("vector", vector, 2)
     if not isinstance(speeds, (list, tuple)) or not speeds:
@@ -412,9 +413,10 @@ def rotary_induction_model(task=None, *, theta: float = 10000.0, context_length:
     """Chapter 11's 2-layer attention-only model (``mha_lib.induction.model``), with RoPE instead of learned
     positions: no position table, and every layer ``MultiHeadAttention(..., rope_theta=theta)``.
 
-    The same class, task, training (``induction.train``) and scores as chapter 11, seeded the same way; only the
-    positions change. Without a table of ``seq_len`` positions it runs on sequences longer than it trained on
-    (up to ``context_length``): ``evaluate_at_length``.
+    The same class, task, training (``induction.train``) and scores as chapter 11, seeded the same way. The
+    positions change, and so do the attention layers' starting weights: the RoPE layers are drawn afresh after the
+    model is built, so they do not start from chapter 11's initial weights. Without a table of ``seq_len``
+    positions it runs on sequences longer than it trained on (up to ``context_length``): ``evaluate_at_length``.
     """
     from ..induction.model import AttentionOnlyTransformer, InductionTask
     from ..modules import MultiHeadAttention

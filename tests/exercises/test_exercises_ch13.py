@@ -72,6 +72,7 @@ WRONG_ROPE = {
     "the exponent needs the 2": missing_two,
     "not the positions you were given": lambda x, p, theta: rope_solution(x, torch.arange(x.shape[-2]), theta),
     "whatever theta was given": lambda x, p, theta: rope_solution(x, p, 10000.0),
+    "the positions 0 .. T-1 and θ = 10,000": lambda x, p, theta: rope_solution(x, torch.arange(x.shape[-2]), 10000.0),
     "you returned x unchanged": lambda x, p, theta: x,
 }
 
@@ -99,9 +100,28 @@ def test_apply_rope_names_the_mistake(phrase):
     assert str(feedback).startswith(FAIL_MARK)
 
 
-def test_apply_rope_the_gpt_j_message_says_what_llama_pairs():
+def test_apply_rope_the_gpt_j_message_says_whose_llama_code_pairs_the_halves():
     message = ch13.check_apply_rope(gpt_j).message
-    assert "Llama pairs dimension i with i + Dh/2" in message
+    assert "transformers' Llama code (and the checkpoints converted for it) pairs dimension i with i + Dh/2" in message
+
+
+def test_apply_rope_wrong_values_on_leading_dimensions_get_no_broadcasting_tip():
+    both = ch13.check_apply_rope(WRONG_ROPE["the positions 0 .. T-1 and θ = 10,000"]).message
+    assert "but not for x of shape (2, 3, 5, 12)" in both and "Tip:" not in both
+
+    def unknown_slip(x, positions, theta):  # right on the first case, wrong values (not a named slip) on the second
+        return rope_solution(x, positions, theta) * (1.0 if x.ndim == 2 else 1.5)
+    feedback = ch13.check_apply_rope(unknown_slip)
+    assert not feedback.passed and "wrong values" in feedback.message and "Tip:" not in feedback.message
+
+
+def test_apply_rope_a_call_that_raises_on_leading_dimensions_gets_the_tip():
+    def two_dims_only(x, positions, theta):
+        T, Dh = x.shape  # raises for (2, 3, 5, 12)
+        return rope_solution(x, positions, theta)
+    feedback = ch13.check_apply_rope(two_dims_only)
+    assert not feedback.passed and feedback.attempted
+    assert "your function raised ValueError" in feedback.message and "Tip:" in feedback.message
 
 
 def test_apply_rope_a_named_slip_gets_no_shape_tip_but_a_hard_coded_shape_does():
@@ -113,6 +133,11 @@ def test_apply_rope_a_named_slip_gets_no_shape_tip_but_a_hard_coded_shape_does()
         return (x.reshape(-1, x.shape[-1]) * cos[:1] + _half_turn(x).reshape(-1, x.shape[-1]) * sin[:1])
     feedback = ch13.check_apply_rope(only_2d)
     assert not feedback.passed and feedback.attempted
+
+    def flattened(x, positions, theta):  # right values, but the leading dimensions flattened away
+        return rope_solution(x, positions, theta).reshape(-1, x.shape[-1])
+    feedback = ch13.check_apply_rope(flattened)
+    assert "wrong shape: got (30, 12)" in feedback.message and "Tip:" in feedback.message, feedback.message
 
 
 def test_apply_rope_stub_is_not_attempted():
@@ -190,6 +215,7 @@ WRONG_REACH = {
     "you forgot the token itself": lambda L, W: L * (W - 1),
     "windows do not multiply": lambda L, W: W ** L,
     "you answered for one layer": lambda L, W: W,
+    "you counted the window as the Mistral 7B paper does": lambda L, W: L * W + 1,
 }
 
 
