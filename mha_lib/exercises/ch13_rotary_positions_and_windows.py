@@ -17,6 +17,7 @@ from typing import Callable
 
 import torch
 
+from ..language import N_, gettext as _
 from ..masks import causal_mask, sliding_window_mask
 from ..positions import apply_rope, apply_rope_interleaved, rope_frequencies, rotate_half
 from . import Feedback, attempt, compare, failed, passed, refuse
@@ -24,59 +25,59 @@ from . import Feedback, attempt, compare, failed, passed, refuse
 Tensor = torch.Tensor
 
 # --- 13.1 apply_rope ---------------------------------------------------------------------------------------------
-GPT_J_LAYOUT = ("you rotated neighbouring pairs (x[2i], x[2i+1]), GPT-J's layout: transformers' Llama code (and the "
-                "checkpoints converted for it) pairs dimension i with i + Dh/2 (rotate_half swaps the two halves). "
-                "Both are rotations, but weights trained in one layout are wrong in the other.")
-WRONG_DIRECTION = ("you turned each pair the wrong way (by -angle): the result is x·cos - rotate_half(x)·sin. "
-                   "The rotate-half layout is x·cos + rotate_half(x)·sin, with rotate_half(x) = cat(-x2, x1).")
-NO_COS = ("you added rotate_half(x)·sin to x itself, without multiplying x by cos: that is not a rotation (the "
-          "pair grows longer with the angle). Use x·cos + rotate_half(x)·sin.")
-NOT_TURNED = ("you multiplied x by sin without turning it: x·cos + x·sin scales each number instead of rotating "
-              "the pair. Use rotate_half(x)·sin, where rotate_half(x) = cat(-x2, x1).")
-ADDED_POSITIONS = ("you added a position vector to x (x + cos + sin), as the 2017 sinusoids do: RoPE rotates the "
-                   "pairs instead, x·cos + rotate_half(x)·sin, so that q·k depends only on the offset.")
-MISSING_TWO = ("your speeds are θ^(-i/Dh): the exponent needs the 2, θ^(-2i/Dh) for pair i = 0 .. Dh/2 - 1 "
-               "(1 / θ^(arange(0, Dh, 2) / Dh)): your slowest pair turns far too fast.")
-IGNORED_POSITIONS = ("you used the positions 0 .. T-1, not the positions you were given: after a KV cache the "
-                     "chunk's tokens sit at past .. past + T - 1, so use the positions argument.")
-THETA_IGNORED = ("you used θ = 10,000 whatever theta was given: use the theta argument (Llama 3 uses 500,000, "
-                 "and this check uses 100).")
-BOTH_IGNORED = ("you used the positions 0 .. T-1 and θ = 10,000, whatever you were given: use both arguments. "
-                "After a KV cache the chunk's tokens sit at past .. past + T - 1, and this check uses θ = 100.")
-NOT_ROTATED = "you returned x unchanged: every pair must turn by position × θ^(-2i/Dh)."
-BATCH_TIP = ("Tip: x may have any number of leading dimensions (..., T, Dh); build cos and sin of shape (T, Dh) "
-             "and let them broadcast.")  # only after a wrong shape or an error, never after wrong values
+GPT_J_LAYOUT = N_("you rotated neighbouring pairs (x[2i], x[2i+1]), GPT-J's layout: transformers' Llama code (and the "
+                  "checkpoints converted for it) pairs dimension i with i + Dh/2 (rotate_half swaps the two halves). "
+                  "Both are rotations, but weights trained in one layout are wrong in the other.")
+WRONG_DIRECTION = N_("you turned each pair the wrong way (by -angle): the result is x·cos - rotate_half(x)·sin. "
+                     "The rotate-half layout is x·cos + rotate_half(x)·sin, with rotate_half(x) = cat(-x2, x1).")
+NO_COS = N_("you added rotate_half(x)·sin to x itself, without multiplying x by cos: that is not a rotation (the "
+            "pair grows longer with the angle). Use x·cos + rotate_half(x)·sin.")
+NOT_TURNED = N_("you multiplied x by sin without turning it: x·cos + x·sin scales each number instead of rotating "
+                "the pair. Use rotate_half(x)·sin, where rotate_half(x) = cat(-x2, x1).")
+ADDED_POSITIONS = N_("you added a position vector to x (x + cos + sin), as the 2017 sinusoids do: RoPE rotates the "
+                     "pairs instead, x·cos + rotate_half(x)·sin, so that q·k depends only on the offset.")
+MISSING_TWO = N_("your speeds are θ^(-i/Dh): the exponent needs the 2, θ^(-2i/Dh) for pair i = 0 .. Dh/2 - 1 "
+                 "(1 / θ^(arange(0, Dh, 2) / Dh)): your slowest pair turns far too fast.")
+IGNORED_POSITIONS = N_("you used the positions 0 .. T-1, not the positions you were given: after a KV cache the "
+                       "chunk's tokens sit at past .. past + T - 1, so use the positions argument.")
+THETA_IGNORED = N_("you used θ = 10,000 whatever theta was given: use the theta argument (Llama 3 uses 500,000, "
+                   "and this check uses 100).")
+BOTH_IGNORED = N_("you used the positions 0 .. T-1 and θ = 10,000, whatever you were given: use both arguments. "
+                  "After a KV cache the chunk's tokens sit at past .. past + T - 1, and this check uses θ = 100.")
+NOT_ROTATED = N_("you returned x unchanged: every pair must turn by position × θ^(-2i/Dh).")
+BATCH_TIP = N_("Tip: x may have any number of leading dimensions (..., T, Dh); build cos and sin of shape (T, Dh) "
+               "and let them broadcast.")  # only after a wrong shape or an error, never after wrong values
 
 # --- 13.2 window_mask ------------------------------------------------------------------------------------------
-WINDOW_TOO_WIDE = ("off by one: each query sees W + 1 keys (t - W .. t). A window of W keys, the query's own "
-                   "included, reaches back to t - W + 1: keep offset = t - s < W.")
-WINDOW_TOO_NARROW = ("off by one: each query sees only W - 1 keys. A window of W keys counts the query's own: "
-                     "keep t - W + 1 .. t (offset t - s from 0 to W - 1).")
-WINDOW_FUTURE = ("your band reaches into the future: a sliding window is causal too. Keep the keys with "
-                 "0 <= t - s < W, not |t - s| < W.")
-WINDOW_NO_WINDOW = "this is the plain causal mask: the window is missing. Keep only keys with t - s < W as well."
-WINDOW_NO_DIAGONAL = ("you blocked the diagonal: the window includes the query itself (keys t - W + 1 .. t, W of "
-                      "them).")
-WINDOW_INVERTED = ("your mask is inverted: True must mean 'may attend' (a keep mask, as "
-                   "F.scaled_dot_product_attention and mha_lib read it), and you marked the blocked keys.")
-WINDOW_UPSIDE_DOWN = ("your band is upside down: each query sees the next W - 1 keys instead of the previous ones. "
-                      "Keep s <= t.")
-WINDOW_NOT_BOOL = "return a torch.bool keep mask (True = may attend), got dtype {dtype}."
+WINDOW_TOO_WIDE = N_("off by one: each query sees W + 1 keys (t - W .. t). A window of W keys, the query's own "
+                     "included, reaches back to t - W + 1: keep offset = t - s < W.")
+WINDOW_TOO_NARROW = N_("off by one: each query sees only W - 1 keys. A window of W keys counts the query's own: "
+                       "keep t - W + 1 .. t (offset t - s from 0 to W - 1).")
+WINDOW_FUTURE = N_("your band reaches into the future: a sliding window is causal too. Keep the keys with "
+                   "0 <= t - s < W, not |t - s| < W.")
+WINDOW_NO_WINDOW = N_("this is the plain causal mask: the window is missing. Keep only keys with t - s < W as well.")
+WINDOW_NO_DIAGONAL = N_("you blocked the diagonal: the window includes the query itself (keys t - W + 1 .. t, W of "
+                        "them).")
+WINDOW_INVERTED = N_("your mask is inverted: True must mean 'may attend' (a keep mask, as "
+                     "F.scaled_dot_product_attention and mha_lib read it), and you marked the blocked keys.")
+WINDOW_UPSIDE_DOWN = N_("your band is upside down: each query sees the next W - 1 keys instead of the previous ones. "
+                        "Keep s <= t.")
+WINDOW_NOT_BOOL = N_("return a torch.bool keep mask (True = may attend), got dtype {dtype}.")
 
 # --- 13.3 reach ------------------------------------------------------------------------------------------------
-REACH_TIMES_W = ("you counted W new positions per layer: each layer reaches W - 1 positions further back (the "
-                 "window holds the query itself too), so L layers read L·(W - 1) + 1 positions.")
-REACH_NO_SELF = ("you forgot the token itself: L layers reach L·(W - 1) positions back, and the token's own "
-                 "position makes L·(W - 1) + 1.")
-REACH_POWER = ("windows do not multiply: a token reads W - 1 earlier positions per layer, and those positions' "
-               "windows overlap its own, so the reach grows by W - 1 per layer, not by a factor W.")
-REACH_PAPER_WINDOW = ("you counted the window as the Mistral 7B paper does, i - W .. i (W + 1 keys, L·W positions "
-                      "back): here, as in exercise 13.2, transformers and mha_lib, the window holds W keys with the "
-                      "query's own, so each layer reaches W - 1 further back: L·(W - 1) + 1.")
-REACH_ONE_LAYER = ("you answered for one layer (W positions): every layer adds W - 1 positions further back, "
-                   "L·(W - 1) + 1 in all.")
-REACH_NOT_A_NUMBER = "expected a number (an int), got {kind}."
-REACH_NOT_WHOLE = "your function returned {value}: a number of positions is a finite whole number."
+REACH_TIMES_W = N_("you counted W new positions per layer: each layer reaches W - 1 positions further back (the "
+                   "window holds the query itself too), so L layers read L·(W - 1) + 1 positions.")
+REACH_NO_SELF = N_("you forgot the token itself: L layers reach L·(W - 1) positions back, and the token's own "
+                   "position makes L·(W - 1) + 1.")
+REACH_POWER = N_("windows do not multiply: a token reads W - 1 earlier positions per layer, and those positions' "
+                 "windows overlap its own, so the reach grows by W - 1 per layer, not by a factor W.")
+REACH_PAPER_WINDOW = N_("you counted the window as the Mistral 7B paper does, i - W .. i (W + 1 keys, L·W positions "
+                        "back): here, as in exercise 13.2, transformers and mha_lib, the window holds W keys with the "
+                        "query's own, so each layer reaches W - 1 further back: L·(W - 1) + 1.")
+REACH_ONE_LAYER = N_("you answered for one layer (W positions): every layer adds W - 1 positions further back, "
+                     "L·(W - 1) + 1 in all.")
+REACH_NOT_A_NUMBER = N_("expected a number (an int), got {kind}.")
+REACH_NOT_WHOLE = N_("your function returned {value}: a number of positions is a finite whole number.")
 
 ROPE_CASES = (  # (leading shape, T, Dh, first position, theta)
     ((), 6, 8, 0, 10000.0),
@@ -125,20 +126,24 @@ def check_apply_rope(student_fn: Callable[[Tensor, Tensor, float], Tensor]) -> F
         answer = attempt(name, student_fn, x, positions, theta)
         if isinstance(answer, Feedback):
             if lead and answer.attempted:  # it ran on one sequence and raised on leading dimensions
-                return failed(name, f"right for one (6, 8) sequence at positions 0..5, but for x of shape "
-                                    f"{tuple(x.shape)}: {answer.message} {BATCH_TIP}")
+                return failed(name, _("right for one (6, 8) sequence at positions 0..5, but for x of shape "
+                                      "{shape}: {message} {tip}").format(shape=tuple(x.shape), message=answer.message,
+                                                                         tip=_(BATCH_TIP)))
             return answer
         verdict = compare(name, answer, expected, mistakes=mistakes)
         if not verdict:
             if lead:
                 wrong_shape = isinstance(answer, Tensor) and tuple(answer.shape) != tuple(expected.shape)
-                tip = " " + BATCH_TIP if wrong_shape else ""  # wrong values (named or not) get no broadcasting tip
-                return failed(name, f"right for one (6, 8) sequence at positions 0..5, but not for x of shape "
-                                    f"{tuple(x.shape)} at positions {first}..{first + T - 1} with theta = {theta:g}: "
-                                    f"{verdict.message}{tip}")
+                # the broadcasting tip after a wrong shape only, never after wrong values (named or not)
+                text = (_("right for one (6, 8) sequence at positions 0..5, but not for x of shape {shape} at "
+                          "positions {first}..{last} with theta = {theta:g}: {message} {tip}") if wrong_shape else
+                        _("right for one (6, 8) sequence at positions 0..5, but not for x of shape {shape} at "
+                          "positions {first}..{last} with theta = {theta:g}: {message}"))
+                return failed(name, text.format(shape=tuple(x.shape), first=first, last=first + T - 1, theta=theta,
+                                                message=verdict.message, tip=_(BATCH_TIP)))
             return verdict
-    return passed(name, "correct: each pair (x[i], x[i + Dh/2]) turned by position × θ^(-2i/Dh), as "
-                        "apply_rotary_pos_emb in transformers' Llama code does.")
+    return passed(name, N_("correct: each pair (x[i], x[i + Dh/2]) turned by position × θ^(-2i/Dh), as "
+                           "apply_rotary_pos_emb in transformers' Llama code does."))
 
 
 def _window_mistakes(T: int, W: int) -> dict[str, Tensor]:
@@ -170,11 +175,11 @@ def check_window_mask(student_fn: Callable[[int, int], Tensor]) -> Feedback:
         if refused is not None:  # a Feedback is falsy when failed: test for None
             return refused
         if answer.dtype != torch.bool:
-            return failed(name, WINDOW_NOT_BOOL.format(dtype=answer.dtype))
+            return failed(name, _(WINDOW_NOT_BOOL).format(dtype=answer.dtype))
         verdict = compare(name, answer.float(), expected.float(), mistakes=mistakes)
         if not verdict:
-            return failed(name, f"(T = {T}, W = {W}) {verdict.message}")
-    return passed(name, "correct: query t sees keys t - W + 1 .. t, W keys at most, itself included.")
+            return failed(name, _("(T = {T}, W = {W}) {message}").format(T=T, W=W, message=verdict.message))
+    return passed(name, N_("correct: query t sees keys t - W + 1 .. t, W keys at most, itself included."))
 
 
 def _as_count(answer) -> int | str | None:
@@ -191,7 +196,7 @@ def _as_count(answer) -> int | str | None:
         return int(answer)
     value = float(answer)
     if not math.isfinite(value) or not value.is_integer():
-        return REACH_NOT_WHOLE.format(value=value)
+        return _(REACH_NOT_WHOLE).format(value=value)
     return int(value)
 
 
@@ -218,22 +223,28 @@ def check_reach(student_fn: Callable[[int, int], int]) -> Feedback:
             return answer
         value = _as_count(answer)
         if value is None:
-            return failed(name, REACH_NOT_A_NUMBER.format(kind=type(answer).__name__))
+            return failed(name, _(REACH_NOT_A_NUMBER).format(kind=type(answer).__name__))
         if isinstance(value, str):
-            return failed(name, f"for layers = {L}, window = {W}: {value}")
+            return failed(name, _("for layers = {layers}, window = {window}: {message}").format(
+                layers=L, window=W, message=value))
         answers.append(value)
     wrong = [i for i, (value, right) in enumerate(zip(answers, expected)) if value != right]
     if not wrong:
-        return passed(name, "correct: L·(W - 1) + 1 positions; with a window of W keys (the query's own included), "
-                            f"Mistral 7B's 32 layers and W = 4,096 let a token read {32 * 4095 + 1:,} positions.")
+        return passed(name, _("correct: L·(W - 1) + 1 positions; with a window of W keys (the query's own included), "
+                              "Mistral 7B's 32 layers and W = 4,096 let a token read {count} positions.").format(
+            count=f"{32 * 4095 + 1:,}"))
     tables = [_reach_mistakes(L, W) for L, W in REACH_CASES]
     for message in tables[0]:
         # named when the slip explains every wrong answer (on some cases it may give the right one)
         if all(answers[i] == tables[i][message] for i in wrong):
             return failed(name, message)
     (L, W), value = REACH_CASES[wrong[0]], answers[wrong[0]]
-    shown = f"{value:,}" if len(str(value)) <= 30 else f"a number of {len(str(value))} digits"
-    return failed(name, f"for layers = {L}, window = {W} you returned {shown}, expected {expected[wrong[0]]:,}.")
+    if len(str(value)) > 30:
+        return failed(name, _("for layers = {layers}, window = {window} you returned a number of {digits} digits, "
+                              "expected {expected}.").format(layers=L, window=W, digits=len(str(value)),
+                                                             expected=f"{expected[wrong[0]]:,}"))
+    return failed(name, _("for layers = {layers}, window = {window} you returned {shown}, expected {expected}.").format(
+        layers=L, window=W, shown=f"{value:,}", expected=f"{expected[wrong[0]]:,}"))
 
 
 __all__ = ["check_apply_rope", "check_reach", "check_window_mask"]

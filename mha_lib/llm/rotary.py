@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from ..display.plotting import COLORMAPS, DPI, LABEL_PT, MASKED_RGB, MAX_HEIGHT_IN, MAX_WIDTH_IN, SUPTITLE_PT, TITLE_PT
+from ..language import gettext as _, pgettext
 from ..masks import causal_mask, sliding_window_mask
 from ..positions import apply_rope, rope_frequencies
 from ..validation import check_int, check_positive_float, check_positive_int, check_tensor
@@ -109,11 +110,11 @@ def rotation_figure(vector=(1.0, 0.35), speeds=(1.0, 0.25), positions=range(6)):
         ax.set_aspect("equal")
         ax.axhline(0, color="0.85", lw=0.8, zorder=0)
         ax.axvline(0, color="0.85", lw=0.8, zorder=0)
-        ax.set_title(f"speed {speed:g} rad per token", fontsize=TITLE_PT)
-        ax.set_xlabel("dimension i", fontsize=TITLE_PT)
-        ax.set_ylabel("dimension i + Dh/2", fontsize=TITLE_PT)
+        ax.set_title(_("speed {speed:g} rad per token").format(speed=speed), fontsize=TITLE_PT)
+        ax.set_xlabel(_("dimension {index}").format(index="i"), fontsize=TITLE_PT)
+        ax.set_ylabel(_("dimension {index}").format(index="i + Dh/2"), fontsize=TITLE_PT)
         ax.tick_params(labelsize=LABEL_PT)
-    fig.suptitle("One pair of a query, rotated by position × speed (same length at every position)",
+    fig.suptitle(_("One pair of a query, rotated by position × speed (same length at every position)"),
                  fontsize=SUPTITLE_PT)
     return fig
 
@@ -141,22 +142,24 @@ def frequencies_figure(head_dim: int = 128, thetas=(10000.0, LLAMA3_THETA)):
         label = f"θ = {theta:,.0f}"
         left.plot(pairs, speeds, styles[n % 4], lw=2, label=label)
         right.plot(pairs, 2 * math.pi / speeds, styles[n % 4], lw=2, label=label)
-        right.annotate(f"{2 * math.pi / speeds[-1]:,.0f} tokens", xy=(pairs[-1], 2 * math.pi / speeds[-1]),
+        longest = 2 * math.pi / speeds[-1]
+        right.annotate(_("{count} tokens").format(count=f"{longest:,.0f}"), xy=(pairs[-1], longest),
                        xytext=(-8, 6 if n == len(thetas) - 1 else -14), textcoords="offset points", ha="right",
                        fontsize=LABEL_PT)
-    left.set_title("speed of pair i: θ^(-2i/Dh) radians per token", fontsize=TITLE_PT)
-    right.set_title("wavelength of pair i: 2π / speed, tokens per turn", fontsize=TITLE_PT)
+    left.set_title(_("speed of pair i: θ^(-2i/Dh) radians per token"), fontsize=TITLE_PT)
+    right.set_title(_("wavelength of pair i: 2π / speed, tokens per turn"), fontsize=TITLE_PT)
     for ax in (left, right):
         ax.set_yscale("log")
-        ax.set_xlabel(f"pair i (0 .. {head_dim // 2 - 1}), Dh = {head_dim}", fontsize=TITLE_PT)
+        ax.set_xlabel(_("pair i (0 .. {last}), Dh = {head_dim}").format(last=head_dim // 2 - 1, head_dim=head_dim),
+                      fontsize=TITLE_PT)
         ax.grid(True, which="major", color="0.9")
         ax.tick_params(labelsize=LABEL_PT)
         ax.legend(fontsize=LABEL_PT)
     top = max(float(wavelengths(head_dim, t)[-1]) for t in thetas)
     right.set_ylim(top=top * 12)  # room for the labels of the longest wavelengths
-    left.set_ylabel("radians per token", fontsize=TITLE_PT)
-    right.set_ylabel("tokens", fontsize=TITLE_PT)
-    fig.suptitle("RoPE's frequencies: a larger θ turns the slow pairs slower (longer wavelengths)",
+    left.set_ylabel(_("radians per token"), fontsize=TITLE_PT)
+    right.set_ylabel(pgettext("axis label: a wavelength, in tokens per full turn", "tokens"), fontsize=TITLE_PT)
+    fig.suptitle(_("RoPE's frequencies: a larger θ turns the slow pairs slower (longer wavelengths)"),
                  fontsize=SUPTITLE_PT)
     return fig
 
@@ -198,7 +201,8 @@ def offset_figure(q, k, m: int, n: int, *, theta: float = 10000.0, num_positions
     fig = _figure(10.0, 4.6)
     left, right = fig.subplots(1, 2, width_ratios=[1, 1.25])
     radius = max(float(q[[0, half]].norm()), float(k[[0, half]].norm()), 1e-6)
-    for vector, colour, label in ((turned_q, "#d62728", f"q at m = {m}"), (turned_k, "#1f77b4", f"k at n = {n}")):
+    for vector, colour, label in ((turned_q, "#d62728", _("q at m = {m}").format(m=m)),
+                                  (turned_k, "#1f77b4", _("k at n = {n}").format(n=n))):
         x, y = vector[0].item(), vector[half].item()
         left.annotate("", xy=(x, y), xytext=(0, 0),
                       arrowprops={"arrowstyle": "-|>", "color": colour, "lw": 2.5, "shrinkA": 0, "shrinkB": 0})
@@ -212,9 +216,10 @@ def offset_figure(q, k, m: int, n: int, *, theta: float = 10000.0, num_positions
     left.set_ylim(-limit, limit)
     left.set_aspect("equal")
     left.legend(fontsize=LABEL_PT, loc="lower left")
-    left.set_title(f"pair 0 (speed 1 rad per token): q turned by {m} rad, k by {n}", fontsize=TITLE_PT)
-    left.set_xlabel("dimension 0", fontsize=TITLE_PT)
-    left.set_ylabel(f"dimension {half}", fontsize=TITLE_PT)
+    left.set_title(_("pair 0 (speed 1 rad per token): q turned by {m} rad, k by {n}").format(m=m, n=n),
+                   fontsize=TITLE_PT)
+    left.set_xlabel(_("dimension {index}").format(index=0), fontsize=TITLE_PT)
+    left.set_ylabel(_("dimension {index}").format(index=half), fontsize=TITLE_PT)
     left.tick_params(labelsize=LABEL_PT)
 
     bound = float(np.abs(scores).max()) or 1.0
@@ -224,15 +229,15 @@ def offset_figure(q, k, m: int, n: int, *, theta: float = 10000.0, num_positions
     offset = m - n
     line = [(j + offset, j) for j in range(num_positions) if 0 <= j + offset < num_positions]
     right.plot([j for _, j in line], [i for i, _ in line], "--", color="black", lw=1.2)
-    right.set_title("score of q at m with k at n (dashed: the same m - n)", fontsize=TITLE_PT)
-    right.set_xlabel("key position n", fontsize=TITLE_PT)
-    right.set_ylabel("query position m", fontsize=TITLE_PT)
+    right.set_title(_("score of q at m with k at n (dashed: the same m - n)"), fontsize=TITLE_PT)
+    right.set_xlabel(_("key position n"), fontsize=TITLE_PT)
+    right.set_ylabel(_("query position m"), fontsize=TITLE_PT)
     right.tick_params(labelsize=LABEL_PT)
     bar = fig.colorbar(image, ax=right, shrink=0.9)
-    bar.set_label("score", fontsize=TITLE_PT)
+    bar.set_label(_("score"), fontsize=TITLE_PT)
     bar.ax.tick_params(labelsize=LABEL_PT)
-    fig.suptitle(f"m = {m}, n = {n}, offset m - n = {offset}: score {scores[m, n]:.4f} "
-                 f"(θ = {theta:,.0f}, Dh = {q.shape[0]})", fontsize=SUPTITLE_PT)
+    fig.suptitle(_("m = {m}, n = {n}, offset m - n = {offset}: score {score:.4f} (θ = {theta:,.0f}, Dh = {Dh})")
+                 .format(m=m, n=n, offset=offset, score=scores[m, n], theta=theta, Dh=q.shape[0]), fontsize=SUPTITLE_PT)
     return fig
 
 
@@ -250,8 +255,8 @@ def offset_widget(q, k, *, theta: float = 10000.0, num_positions: int = 16, m: i
     num_positions = check_positive_int("num_positions", num_positions)
     q, k = _check_even_vector("q", q), _check_even_vector("k", k)
     return interactive(lambda m, n: offset_figure(q, k, m, n, theta=theta, num_positions=num_positions), AUTO_DISPLAY,
-                       m=_int_slider("query position m", m, 0, num_positions - 1),
-                       n=_int_slider("key position n", n, 0, num_positions - 1))
+                       m=_int_slider(_("query position m"), m, 0, num_positions - 1),
+                       n=_int_slider(_("key position n"), n, 0, num_positions - 1))
 
 
 # ----------------------------------------------------------------------------------------- sliding windows
@@ -270,9 +275,9 @@ def _draw_mask(ax, keep: np.ndarray, labels, title: str, show_queries: bool) -> 
     ax.grid(True, which="minor", color="white", lw=1)
     ax.tick_params(which="both", length=0)
     ax.set_title(title, fontsize=TITLE_PT)
-    ax.set_xlabel("key (… to column)", fontsize=TITLE_PT)
+    ax.set_xlabel(_("key (… to column)"), fontsize=TITLE_PT)
     if show_queries:
-        ax.set_ylabel("query (row attends …)", fontsize=TITLE_PT)
+        ax.set_ylabel(_("query (row attends …)"), fontsize=TITLE_PT)
 
 
 def _labels(tokens) -> list[str]:
@@ -293,10 +298,10 @@ def window_masks_figure(tokens, window: int):
     T = len(labels)
     fig = _figure(min(2.0 + 0.42 * T, 5.5) * 2, min(1.6 + 0.42 * T, 6.0))
     left, right = fig.subplots(1, 2)
-    _draw_mask(left, causal_mask(T).numpy(), labels, "causal: query t sees keys 0 .. t", True)
+    _draw_mask(left, causal_mask(T).numpy(), labels, _("causal: query t sees keys 0 .. t"), True)
     _draw_mask(right, sliding_window_mask(T, window).numpy(), labels,
-               f"sliding window W = {window}: keys t - {window - 1} .. t", False)
-    fig.suptitle("Dark: the query may attend to that key; grey: masked", fontsize=SUPTITLE_PT)
+               _("sliding window W = {window}: keys t - {back} .. t").format(window=window, back=window - 1), False)
+    fig.suptitle(_("Dark: the query may attend to that key; grey: masked"), fontsize=SUPTITLE_PT)
     return fig
 
 
@@ -347,18 +352,20 @@ def reach_figure(layers: int, window: int, num_tokens: int | None = None):
     every = max(1, math.ceil(num_tokens / 30))
     ticks = [t for t in range(num_tokens) if (num_tokens - 1 - t) % every == 0]
     ax.set_xticks(ticks, [str(t) for t in ticks], fontsize=LABEL_PT, rotation=90 if num_tokens > 30 else 0)
-    ax.set_yticks(range(layers), [f"after layer {l + 1}" for l in range(layers)], fontsize=LABEL_PT)
+    ax.set_yticks(range(layers), [_("after layer {layer}").format(layer=l + 1) for l in range(layers)],
+                  fontsize=LABEL_PT)
     ax.set_xticks(np.arange(-0.5, num_tokens), minor=True)
     ax.set_yticks(np.arange(-0.5, layers), minor=True)
     ax.grid(True, which="minor", color="white", lw=0.8)
     ax.tick_params(which="both", length=0)
-    ax.set_xlabel(f"input position (the last token is {num_tokens - 1})", fontsize=TITLE_PT)
+    ax.set_xlabel(_("input position (the last token is {last})").format(last=num_tokens - 1), fontsize=TITLE_PT)
     counted = int(reach[-1].sum())
-    ax.set_title(f"W = {window}, L = {layers}: the last token reads {counted} positions "
-                 f"= L·(W - 1) + 1 = {layers}·{window - 1} + 1"
-                 + ("" if counted == layers * (window - 1) + 1 else " (cut by the sequence's start)"),
-                 fontsize=TITLE_PT)
-    fig.suptitle("How far back information can travel through stacked sliding windows", fontsize=SUPTITLE_PT)
+    title = (_("W = {window}, L = {layers}: the last token reads {count} positions = L·(W - 1) + 1 = "
+               "{layers}·{back} + 1") if counted == layers * (window - 1) + 1 else
+             _("W = {window}, L = {layers}: the last token reads {count} positions = L·(W - 1) + 1 = "
+               "{layers}·{back} + 1 (cut by the sequence's start)"))
+    ax.set_title(title.format(window=window, layers=layers, count=counted, back=window - 1), fontsize=TITLE_PT)
+    fig.suptitle(_("How far back information can travel through stacked sliding windows"), fontsize=SUPTITLE_PT)
     return fig
 
 
@@ -369,15 +376,17 @@ def reach_widget(layers: int = 3, window: int = 4, *, max_layers: int = 8, max_w
     max_layers = check_positive_int("max_layers", max_layers)
     max_window = check_positive_int("max_window", max_window)
     return interactive(lambda layers, window: reach_figure(layers, window), AUTO_DISPLAY,
-                       layers=_int_slider("layers L", check_positive_int("layers", layers), 1, max_layers),
-                       window=_int_slider("window W", check_positive_int("window", window), 1, max_window))
+                       layers=_int_slider(_("layers L"), check_positive_int("layers", layers), 1, max_layers),
+                       window=_int_slider(_("window W"), check_positive_int("window", window), 1, max_window))
 
 
 # --------------------------------------------------------------------------------------------- the cache
 
 
-def cache_growth_figure(lengths: dict, *, ylabel: str = "tokens held (cache.length)"):
-    """One line per cache: what it holds after each token fed, ``{"no window": [1, 2, 3, ...], ...}``."""
+def cache_growth_figure(lengths: dict, *, ylabel: str | None = None):
+    """One line per cache: what it holds after each token fed, ``{"no window": [1, 2, 3, ...], ...}``.
+
+    ``ylabel``: the y axis's label (default: "tokens held (cache.length)", in the current language)."""
     if not isinstance(lengths, dict) or not lengths:
         raise TypeError(f"lengths must be a non-empty dict {{label: [values]}}, got {type(lengths).__name__}")
     fig = _figure(7.0, 3.6)
@@ -390,12 +399,12 @@ def cache_growth_figure(lengths: dict, *, ylabel: str = "tokens held (cache.leng
         if not values or not all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in values):
             raise TypeError(f"lengths[{label!r}] must be a non-empty list of numbers")
         ax.plot(range(1, len(values) + 1), values, styles[n % 4], lw=2, markersize=4, label=label)
-    ax.set_xlabel("tokens fed", fontsize=TITLE_PT)
-    ax.set_ylabel(ylabel, fontsize=TITLE_PT)
+    ax.set_xlabel(_("tokens fed"), fontsize=TITLE_PT)
+    ax.set_ylabel(_("tokens held (cache.length)") if ylabel is None else ylabel, fontsize=TITLE_PT)
     ax.tick_params(labelsize=LABEL_PT)
     ax.grid(True, color="0.9")
     ax.legend(fontsize=LABEL_PT)
-    ax.set_title("A KV cache while tokens are fed one by one", fontsize=TITLE_PT)
+    ax.set_title(_("A KV cache while tokens are fed one by one"), fontsize=TITLE_PT)
     return fig
 
 
