@@ -9,7 +9,7 @@
 Each checker draws its own inputs, runs the student's function through ``attempt`` (private copies, every failure
 turned into feedback), compares with ``mha_lib``'s own ``expand_kv_heads``, ``kv_cache_bytes`` and
 ``causal_mask_at`` and, when the answer is wrong, names the mistake it reproduces ("you tiled the heads
-(repeat): query head 1 got kv head 1 instead of kv head 0").
+(as k.repeat does): query head 1 got kv head 1 instead of kv head 0").
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ Tensor = torch.Tensor
 
 # ------------------------------------------------------------------------------------------- 12.1 expand_kv
 
-TILED = ("you tiled the heads (k.repeat): query head 1 got kv head {wrong} instead of kv head 0. Query heads "
+TILED = ("you tiled the heads (as k.repeat does): query head 1 got kv head {wrong} instead of kv head 0. Query heads "
          "0 .. H/G - 1 share kv head 0, so each kv head must be repeated in place: "
          "k.repeat_interleave(H // G, dim=1) (Llama's repeat_kv).")
 TOKENS_REPEATED = ("you repeated along the tokens (dim 2) instead of the heads (dim 1): the result has {S} keys per "
@@ -204,7 +204,7 @@ OFF_BY_ONE = ("your triangle is one step off: query i (at position past + i) mus
               "past + i, no more.")
 CHUNK_NOT_BOOL = "return a torch.bool keep mask (True = may attend), got dtype {dtype}."
 
-CHUNK_CASES = ((3, 2), (0, 4), (5, 3), (2, 1), (4, 4))  # (past, n): a prompt (past = 0) and one-token steps too
+CHUNK_CASES = ((3, 3), (3, 2), (0, 4), (5, 3), (2, 1), (4, 4))  # (past, n): a prompt (past = 0) and one-token steps too
 
 
 def _chunk_candidates(past: int, n: int) -> tuple[Tensor, dict[str, Tensor]]:
@@ -213,12 +213,14 @@ def _chunk_candidates(past: int, n: int) -> tuple[Tensor, dict[str, Tensor]]:
     expected = causal_mask_at(q, k)  # (n, past + n)
     offset = q[:, None] - k[None, :]  # (n, S): how far back each key is
     chunk_only = (offset >= 0) & (k[None, :] >= past)
+    # the order matters where two slips give the same mask: after past = 3 tokens a chunk of n = 2 shifted one step
+    # too far IS the mask without causality (its last query sees every key). The narrower diagnosis comes first.
     mistakes = {
+        OFF_BY_ONE: offset >= -1,
         TOP_LEFT: torch.ones(n, past + n, dtype=torch.bool).tril(),
         CACHE_BLOCKED: chunk_only,
         NO_CAUSAL: torch.ones(n, past + n, dtype=torch.bool),
         DIAGONAL_BLOCKED: offset > 0,
-        OFF_BY_ONE: offset >= -1,
     }
     return expected, {message: wrong.float() for message, wrong in mistakes.items()}
 

@@ -360,7 +360,8 @@ def cache_speedup_figure(result: dict, *, title: str | None = None):
     times.set_xlabel("T, tokens generated", fontsize=TITLE_PT)
     times.set_ylabel("seconds", fontsize=TITLE_PT)
     times.legend(fontsize=LABEL_PT, loc="upper left")
-    times.set_title("time to generate T tokens", fontsize=TITLE_PT)
+    rounds = result.get("repeats")
+    times.set_title("time to generate T tokens" + (f" (median of {rounds})" if rounds else ""), fontsize=TITLE_PT)
     speedup.plot(T, ratio, "o-", color="#2ca02c")
     for t, r in zip(T, ratio):
         speedup.annotate(f"×{r:.1f}", (t, r), textcoords="offset points", xytext=(0, 7), ha="center",

@@ -55,7 +55,7 @@ def test_expand_kv_right_answers_pass(solution):
 
 
 WRONG_EXPAND = {
-    "you tiled the heads (k.repeat): query head 1 got kv head 1 instead of kv head 0":
+    "you tiled the heads (as k.repeat does): query head 1 got kv head 1 instead of kv head 0":
         lambda k, h: k.repeat(1, h // k.shape[1], 1, 1),
     "you repeated along the tokens (dim 2)": lambda k, h: k.repeat_interleave(h // k.shape[1], dim=2),
     "you returned the G kv heads as they are": lambda k, h: k.clone(),
@@ -225,14 +225,28 @@ def test_chunk_mask_names_each_mistake(phrase):
     _assert_wrong(ch12.check_chunk_mask(WRONG_CHUNK[phrase]), phrase)
 
 
-def test_chunk_mask_one_step_off_is_named_where_it_differs_from_no_mask():
+def test_chunk_mask_one_step_off_is_named_as_one_step_off():
     def one_off(past, n):
         return torch.ones(n, past + n, dtype=torch.bool).tril(diagonal=past + 1)
 
     feedback = ch12.check_chunk_mask(one_off)
     assert not feedback.passed
-    # on (past 3, n 2) one step off is the same as no mask: either true name is fine, never "correct"
-    assert "one step off" in feedback.message or "blocked nothing" in feedback.message, str(feedback)
+    # on (past 3, n 2) one step off equals no mask at all: the narrower name must win, never "blocked nothing"
+    assert "one step off" in feedback.message and "blocked nothing" not in feedback.message, str(feedback)
+
+
+def test_chunk_mask_no_mask_is_still_named_as_no_mask():
+    feedback = ch12.check_chunk_mask(lambda p, n: torch.ones(n, p + n, dtype=torch.bool))
+    assert "blocked nothing" in feedback.message and "one step off" not in feedback.message, str(feedback)
+
+
+def test_expand_kv_tiled_with_expand_and_reshape_is_told_it_tiled():
+    def tiled_by_expand(k, num_heads):  # (B, G, S, Dh) -> (B, R, G, S, Dh) -> (B, H, S, Dh): 0 1 0 1 ...
+        B, G, S, Dh = k.shape
+        return k[:, None].expand(B, num_heads // G, G, S, Dh).reshape(B, num_heads, S, Dh)
+
+    feedback = ch12.check_expand_kv(tiled_by_expand)
+    assert "you tiled the heads (as k.repeat does)" in feedback.message, str(feedback)
 
 
 def test_chunk_mask_right_for_the_prompt_only_is_caught_after_a_cache():
