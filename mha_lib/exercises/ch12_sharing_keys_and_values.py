@@ -20,6 +20,7 @@ from typing import Callable
 import torch
 
 from ..functional import expand_kv_heads
+from ..language import N_, gettext as _
 from ..masks import causal_mask_at
 from ..sizes import DECODER_CONFIGS, DecoderAttention, kv_cache_bytes
 from . import Feedback, attempt, compare, failed, passed, refuse
@@ -29,15 +30,15 @@ Tensor = torch.Tensor
 
 # ------------------------------------------------------------------------------------------- 12.1 expand_kv
 
-TILED = ("you tiled the heads (as k.repeat does): query head 1 got kv head {wrong} instead of kv head 0. Query heads "
-         "0 .. H/G - 1 share kv head 0, so each kv head must be repeated in place: "
-         "k.repeat_interleave(H // G, dim=1) (Llama's repeat_kv).")
-TOKENS_REPEATED = ("you repeated along the tokens (dim 2) instead of the heads (dim 1): the result has {S} keys per "
-                   "head where there should be S. Repeat along dim=1.")
-NOT_EXPANDED = ("you returned the G kv heads as they are: the H query heads need one (possibly shared) kv head each. "
-                "Repeat each kv head H // G times along dim 1.")
-WRONG_FACTOR = ("you repeated each kv head {factor} times: each must serve H // G = {right} query heads "
-                "(H = num_heads, G = k.shape[1]).")
+TILED = N_("you tiled the heads (as k.repeat does): query head 1 got kv head {wrong} instead of kv head 0. Query heads "
+           "0 .. H/G - 1 share kv head 0, so each kv head must be repeated in place: "
+           "k.repeat_interleave(H // G, dim=1) (Llama's repeat_kv).")
+TOKENS_REPEATED = N_("you repeated along the tokens (dim 2) instead of the heads (dim 1): the result has {S} keys per "
+                     "head where there should be S. Repeat along dim=1.")
+NOT_EXPANDED = N_("you returned the G kv heads as they are: the H query heads need one (possibly shared) kv head each. "
+                  "Repeat each kv head H // G times along dim 1.")
+WRONG_FACTOR = N_("you repeated each kv head {factor} times: each must serve H // G = {right} query heads "
+                  "(H = num_heads, G = k.shape[1]).")
 
 
 def _expand_cases() -> list[tuple[Tensor, int]]:
@@ -56,13 +57,13 @@ def _expand_mistakes(k: Tensor, num_heads: int) -> dict[str, Tensor]:
     tiled = k.repeat(1, factor, 1, 1)
     wrong = 1 % G  # the kv head query head 1 gets when the heads are tiled (0, 1, .., G-1, 0, 1, ..)
     mistakes = {
-        TILED.format(wrong=wrong): tiled,
-        TOKENS_REPEATED.format(S=k.shape[2] * factor): k.repeat_interleave(factor, dim=2),
+        _(TILED).format(wrong=wrong): tiled,
+        _(TOKENS_REPEATED).format(S=k.shape[2] * factor): k.repeat_interleave(factor, dim=2),
         NOT_EXPANDED: k,
     }
     for other in (num_heads, G, factor + 1):
         if other != factor:
-            mistakes[WRONG_FACTOR.format(factor=other, right=factor)] = k.repeat_interleave(other, dim=1)
+            mistakes[_(WRONG_FACTOR).format(factor=other, right=factor)] = k.repeat_interleave(other, dim=1)
     return mistakes
 
 
@@ -79,26 +80,27 @@ def check_expand_kv(student_fn: Callable[[Tensor, int], Tensor]) -> Feedback:
         verdict = compare(name, answer, expected, mistakes=mistakes, atol=0, rtol=0)
         if not verdict:
             G = k.shape[1]
-            return failed(name, f"(k of shape {tuple(k.shape)}: G = {G}, num_heads = {num_heads}) {verdict.message}")
-    return passed(name, "correct: query heads 0 .. H/G - 1 read kv head 0, the next H/G read kv head 1, and so on, "
-                        "as Llama's repeat_kv and mha_lib.expand_kv_heads do.")
+            return failed(name, _("(k of shape {shape}: G = {G}, num_heads = {num_heads}) {message}").format(
+                shape=tuple(k.shape), G=G, num_heads=num_heads, message=verdict.message))
+    return passed(name, N_("correct: query heads 0 .. H/G - 1 read kv head 0, the next H/G read kv head 1, and so on, "
+                           "as Llama's repeat_kv and mha_lib.expand_kv_heads do."))
 
 
 # ------------------------------------------------------------------------------------------- 12.2 cache bytes
 
-USED_QUERY_HEADS = ("you counted the query heads (num_heads) instead of the key/value heads (num_kv_heads): the "
-                    "cache stores keys and values, and GQA keeps only G of them per layer.")
-FORGOT_TWO = "you counted the keys only (or the values only): the cache holds both, a factor of 2."
-FORGOT_LAYERS = "you counted one layer: every layer keeps its own cache, multiply by n_layers."
-FIXED_BYTES = ("you used 2 bytes per number whatever bytes_per_element says: use the argument (2 for float16 / "
-               "bfloat16, 4 for float32).")
-BITS = "you counted bits, not bytes: bytes_per_element is already in bytes, do not multiply by 8."
-IGNORED_WINDOW = ("you ignored the sliding window: a model with config.window = W keeps at most W tokens per layer, "
-                  "so the cache holds min(tokens, W) tokens.")
-WINDOW_ALWAYS = ("you used the window even when fewer tokens than the window are held: the cache holds "
-                 "min(tokens, W) tokens.")
-USED_D_MODEL = ("you used d_model where the kv width G·Dh belongs (num_kv_heads × head_dim): with GQA the keys of "
-                "one token are G·Dh numbers, not D.")
+USED_QUERY_HEADS = N_("you counted the query heads (num_heads) instead of the key/value heads (num_kv_heads): the "
+                      "cache stores keys and values, and GQA keeps only G of them per layer.")
+FORGOT_TWO = N_("you counted the keys only (or the values only): the cache holds both, a factor of 2.")
+FORGOT_LAYERS = N_("you counted one layer: every layer keeps its own cache, multiply by n_layers.")
+FIXED_BYTES = N_("you used 2 bytes per number whatever bytes_per_element says: use the argument (2 for float16 / "
+                 "bfloat16, 4 for float32).")
+BITS = N_("you counted bits, not bytes: bytes_per_element is already in bytes, do not multiply by 8.")
+IGNORED_WINDOW = N_("you ignored the sliding window: a model with config.window = W keeps at most W tokens per layer, "
+                    "so the cache holds min(tokens, W) tokens.")
+WINDOW_ALWAYS = N_("you used the window even when fewer tokens than the window are held: the cache holds "
+                   "min(tokens, W) tokens.")
+USED_D_MODEL = N_("you used d_model where the kv width G·Dh belongs (num_kv_heads × head_dim): with GQA the keys of "
+                  "one token are G·Dh numbers, not D.")
 
 CACHE_CASES = (  # (config name or config, tokens, bytes per element)
     ("llama-2-7b", 4096, 2),
@@ -144,7 +146,7 @@ class _Shape:
     window: int | None = None
 
 
-NOT_WHOLE_BYTES = "your function returned {value}: a number of bytes is a finite whole number."
+NOT_WHOLE_BYTES = N_("your function returned {value}: a number of bytes is a finite whole number.")
 
 
 def check_cache_bytes(student_fn: Callable[[DecoderAttention, int, int], int]) -> Feedback:
@@ -161,15 +163,16 @@ def check_cache_bytes(student_fn: Callable[[DecoderAttention, int, int], int]) -
             return answer
         value = _as_number(answer)
         if value is None:
-            return failed(name, NOT_A_NUMBER.format(kind=type(answer).__name__))
+            return failed(name, _(NOT_A_NUMBER).format(kind=type(answer).__name__))
         if isinstance(value, str):
-            return failed(name, f"for {_describe(config)}, tokens={tokens}: {NOT_WHOLE_BYTES.format(value=answer)}")
+            return failed(name, _("for {config}, tokens={tokens}: {message}").format(
+                config=_describe(config), tokens=tokens, message=_(NOT_WHOLE_BYTES).format(value=answer)))
         answers.append(value)
     wrong = [i for i, (value, right) in enumerate(zip(answers, expected)) if value != right]
     if not wrong:
-        return passed(name, "correct: Llama-2-7B holds 2 GiB for 4,096 tokens in float16; Llama-3-8B, with 8 kv "
-                            "heads for 32 query heads, a quarter of that per token; Mistral-7B stops growing at its "
-                            "4,096-token window.")
+        return passed(name, N_("correct: Llama-2-7B holds 2 GiB for 4,096 tokens in float16; Llama-3-8B, with 8 kv "
+                               "heads for 32 query heads, a quarter of that per token; Mistral-7B stops growing at its "
+                               "4,096-token window."))
     tables = [_cache_mistakes(*case) for case in cases]
     # a mistake is named only when it explains every wrong answer (the right ones may coincide with it), and
     # only when no other mistake explains them too
@@ -179,30 +182,37 @@ def check_cache_bytes(student_fn: Callable[[DecoderAttention, int, int], int]) -
     i = wrong[0]
     config, tokens, b = cases[i]
     value = answers[i]
-    shown = f"{value:,}" if len(str(value)) <= 30 else f"a number of {len(str(value))} digits"
-    return failed(name, f"for {_describe(config)}, tokens={tokens}, bytes_per_element={b} you returned {shown}, "
-                        f"expected {expected[i]:,}.")
+    if len(str(value)) > 30:
+        return failed(name, _("for {config}, tokens={tokens}, bytes_per_element={b} you returned a number of {digits} "
+                              "digits, expected {expected}.").format(config=_describe(config), tokens=tokens, b=b,
+                                                                     digits=len(str(value)),
+                                                                     expected=f"{expected[i]:,}"))
+    return failed(name, _("for {config}, tokens={tokens}, bytes_per_element={b} you returned {shown}, expected "
+                          "{expected}.").format(config=_describe(config), tokens=tokens, b=b, shown=f"{value:,}",
+                                                expected=f"{expected[i]:,}"))
 
 
 def _describe(config: DecoderAttention) -> str:
     found = next((k for k, v in DECODER_CONFIGS.items() if v == config), None)
-    return found or (f"a config with n_layers={config.n_layers}, num_heads={config.num_heads}, "
-                     f"num_kv_heads={config.num_kv_heads}, head_dim={config.head_dim}")
+    return found or _("a config with n_layers={n_layers}, num_heads={num_heads}, num_kv_heads={num_kv_heads}, "
+                      "head_dim={head_dim}").format(n_layers=config.n_layers, num_heads=config.num_heads,
+                                                    num_kv_heads=config.num_kv_heads, head_dim=config.head_dim)
 
 
 # ------------------------------------------------------------------------------------------- 12.3 chunk mask
 
-TOP_LEFT = ("your triangle starts at the top-left corner (what is_causal=True does): the chunk's first query, at "
-            "position past, sees only key 0 instead of keys 0 .. past. Align the triangle to the true positions: "
-            "query i sits at position past + i and sees keys 0 .. past + i.")
-CACHE_BLOCKED = ("you blocked the cached keys: the chunk's queries see only the chunk. The cache is there to be "
-                 "read: query past + i sees every key at position <= past + i, the cached ones included.")
-NO_CAUSAL = "you blocked nothing in the chunk: query i must not see the chunk's later tokens (positions > past + i)."
-DIAGONAL_BLOCKED = "you blocked the diagonal: every query must see its own key (position past + i)."
-TRANSPOSED = "your mask is transposed: return (n, past + n), one row per query of the chunk, one column per key."
-OFF_BY_ONE = ("your triangle is one step off: query i (at position past + i) must see keys up to and including "
-              "past + i, no more.")
-CHUNK_NOT_BOOL = "return a torch.bool keep mask (True = may attend), got dtype {dtype}."
+TOP_LEFT = N_("your triangle starts at the top-left corner (what is_causal=True does): the chunk's first query, at "
+              "position past, sees only key 0 instead of keys 0 .. past. Align the triangle to the true positions: "
+              "query i sits at position past + i and sees keys 0 .. past + i.")
+CACHE_BLOCKED = N_("you blocked the cached keys: the chunk's queries see only the chunk. The cache is there to be "
+                   "read: query past + i sees every key at position <= past + i, the cached ones included.")
+NO_CAUSAL = N_("you blocked nothing in the chunk: query i must not see the chunk's later tokens "
+               "(positions > past + i).")
+DIAGONAL_BLOCKED = N_("you blocked the diagonal: every query must see its own key (position past + i).")
+TRANSPOSED = N_("your mask is transposed: return (n, past + n), one row per query of the chunk, one column per key.")
+OFF_BY_ONE = N_("your triangle is one step off: query i (at position past + i) must see keys up to and including "
+                "past + i, no more.")
+CHUNK_NOT_BOOL = N_("return a torch.bool keep mask (True = may attend), got dtype {dtype}.")
 
 CHUNK_CASES = ((3, 3), (3, 2), (0, 4), (5, 3), (2, 1), (4, 4))  # (past, n): a prompt (past = 0) and one-token steps too
 
@@ -238,14 +248,16 @@ def check_chunk_mask(student_fn: Callable[[int, int], Tensor]) -> Feedback:
         if refused is not None:  # a Feedback is falsy when failed: test for None
             return refused
         if answer.dtype != torch.bool:
-            return failed(name, CHUNK_NOT_BOOL.format(dtype=answer.dtype))
+            return failed(name, _(CHUNK_NOT_BOOL).format(dtype=answer.dtype))
         if answer.shape == (past + n, n) and past > 0:
-            return failed(name, f"(past = {past}, n = {n}) {TRANSPOSED} Got shape {tuple(answer.shape)}.")
+            return failed(name, _("(past = {past}, n = {n}) {message} Got shape {shape}.").format(
+                past=past, n=n, message=_(TRANSPOSED), shape=tuple(answer.shape)))
         verdict = compare(name, answer.float(), expected.float(), mistakes=mistakes, atol=0, rtol=0)
         if not verdict:
-            return failed(name, f"(past = {past}, n = {n}) {verdict.message}")
-    return passed(name, "correct: the chunk's query i, at position past + i, sees every cached key and the chunk's "
-                        "keys up to itself (mha_lib.causal_mask_at(query_positions, key_positions)).")
+            return failed(name, _("(past = {past}, n = {n}) {message}").format(past=past, n=n,
+                                                                               message=verdict.message))
+    return passed(name, N_("correct: the chunk's query i, at position past + i, sees every cached key and the chunk's "
+                           "keys up to itself (mha_lib.causal_mask_at(query_positions, key_positions))."))
 
 
 __all__ = ["check_cache_bytes", "check_chunk_mask", "check_expand_kv"]

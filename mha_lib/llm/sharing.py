@@ -23,6 +23,7 @@ import torch
 
 from ..display.plotting import COLORMAPS, DPI, LABEL_PT, MASKED_RGB, MAX_HEIGHT_IN, MAX_WIDTH_IN, SUPTITLE_PT, \
     TITLE_PT, plot_heads
+from ..language import gettext as _, ngettext
 from ..sizes import DECODER_CONFIGS, DecoderAttention, attention_parameter_count, kv_cache_bytes
 from ..validation import check_positive_int, check_tensor, divisors
 
@@ -99,7 +100,7 @@ def grouped_heads_figure(weights: Tensor, tokens, num_kv_heads: int, *, title: s
     H = weights.shape[0]
     G = _check_groups(H, num_kv_heads)
     per_group = H // G
-    titles = [f"head {h} · kv {h // per_group}" for h in range(H)]
+    titles = [_("head {h} · kv {g}").format(h=h, g=h // per_group) for h in range(H)]
     fig = plot_heads(weights, tokens, head_titles=titles, title=_check_title(title), ncols=ncols)
     for h, ax in enumerate(_head_axes(fig, H)):
         colour = GROUP_COLOURS[(h // per_group) % len(GROUP_COLOURS)]
@@ -173,15 +174,16 @@ def _grouping_strip(ax, H: int, G: int) -> None:
         ax.add_patch(Rectangle((x - width / 2, -0.4 + box * 0.5 - box / 2), width, box, color=colour))
     ax.set_xlim(-1, H)
     ax.set_ylim(-0.6, 2.9)
-    ax.set_yticks([0.3, 2.0], ["kv heads", "query heads"], fontsize=LABEL_PT)
+    ax.set_yticks([0.3, 2.0], [_("kv heads"), _("query heads")], fontsize=LABEL_PT)
     step = max(1, H // 8)
     ax.set_xticks(range(0, H, step), [str(h) for h in range(0, H, step)], fontsize=LABEL_PT)
-    ax.set_xlabel("query head", fontsize=TITLE_PT)
+    ax.set_xlabel(_("query head"), fontsize=TITLE_PT)
     ax.tick_params(length=0)
     for spine in ax.spines.values():
         spine.set_visible(False)
-    ax.set_title(f"{H} query heads share {G} kv head{'s' if G > 1 else ''} ({per_group} per group)",
-                 fontsize=TITLE_PT)
+    ax.set_title(ngettext("{H} query heads share {G} kv head ({per_group} per group)",
+                          "{H} query heads share {G} kv heads ({per_group} per group)", G).format(
+        H=H, G=G, per_group=per_group), fontsize=TITLE_PT)
 
 
 def sharing_figure(num_kv_heads: int = 32, config=WIDGET_MODEL, *, title: str | None = None):
@@ -207,9 +209,9 @@ def sharing_figure(num_kv_heads: int = 32, config=WIDGET_MODEL, *, title: str | 
     params.set_yticks(y, names, fontsize=LABEL_PT)
     params.set_xlim(0, max(full) * 1.45)
     params.tick_params(labelsize=LABEL_PT)
-    params.set_xlabel("weights of one layer (millions)", fontsize=TITLE_PT)
-    params.set_title(f"one layer: {numbers_['parameters'] / 1e6:.1f} M (G = {H}: {mha['parameters'] / 1e6:.1f} M)",
-                     fontsize=TITLE_PT)
+    params.set_xlabel(_("weights of one layer (millions)"), fontsize=TITLE_PT)
+    params.set_title(_("one layer: {parameters:.1f} M (G = {H}: {parameters_mha:.1f} M)").format(
+        parameters=numbers_["parameters"] / 1e6, H=H, parameters_mha=mha["parameters"] / 1e6), fontsize=TITLE_PT)
 
     options = sorted(divisors(H), reverse=True)
     kib = [sharing_numbers(g, config)["cache_per_token"] / 1024 for g in options]
@@ -222,12 +224,14 @@ def sharing_figure(num_kv_heads: int = 32, config=WIDGET_MODEL, *, title: str | 
     cache.set_xticks(x, [str(g) for g in options], fontsize=LABEL_PT)
     cache.set_ylim(0, max(kib) * 1.2)
     cache.tick_params(labelsize=LABEL_PT)
-    cache.set_xlabel("G, key/value heads", fontsize=TITLE_PT)
-    cache.set_ylabel("KiB per token (fp16)", fontsize=TITLE_PT)
-    cache.set_title(f"KV cache, all {config.n_layers} layers", fontsize=TITLE_PT)
-    name = next((k for k, v in DECODER_CONFIGS.items() if v == config), "this model")
-    fig.suptitle(_check_title(title) or f"{name} shape with G = {G}: W_k and W_v are {config.d_model:,} × "
-                 f"{numbers_['kv_width']:,} each", fontsize=SUPTITLE_PT)
+    cache.set_xlabel(_("G, key/value heads"), fontsize=TITLE_PT)
+    cache.set_ylabel(_("KiB per token (fp16)"), fontsize=TITLE_PT)
+    cache.set_title(_("KV cache, all {layers} layers").format(layers=config.n_layers), fontsize=TITLE_PT)
+    name = next((k for k, v in DECODER_CONFIGS.items() if v == config), None)
+    default = (_("{name} shape with G = {G}: W_k and W_v are {rows} × {columns} each") if name else
+               _("this model shape with G = {G}: W_k and W_v are {rows} × {columns} each"))
+    fig.suptitle(_check_title(title) or default.format(name=name, G=G, rows=f"{config.d_model:,}",
+                                                       columns=f"{numbers_['kv_width']:,}"), fontsize=SUPTITLE_PT)
     return fig
 
 
@@ -238,7 +242,7 @@ def sharing_widget(config=WIDGET_MODEL, num_kv_heads: int | None = None):
     config = _check_config(config)
     options = sorted(divisors(config.num_heads), reverse=True)
     value = config.num_kv_heads if num_kv_heads is None else _check_groups(config.num_heads, num_kv_heads)
-    slider = SelectionSlider(options=options, value=value, description="G (kv heads)", continuous_update=False,
+    slider = SelectionSlider(options=options, value=value, description=_("G (kv heads)"), continuous_update=False,
                              style={"description_width": "initial"})
     # auto_display: the figure goes into the widget's output area (as ``interact`` does), where a saved notebook
     # keeps it for its static copy (mha_lib.display.static_widgets)
@@ -304,10 +308,10 @@ def generation_steps_figure(weights: Tensor, tokens, *, prompt_length: int, step
             s = rows[0]
             ax.add_patch(Rectangle((-0.5, -1.7), s, 0.8, color=CACHE_RGB))
             ax.add_patch(Rectangle((s - 0.5, -1.7), 1, 0.8, color=NEW_RGB))
-            ax.set_title(f"{name}: {s} cached keys + 1 new", fontsize=TITLE_PT)
+            ax.set_title(_("step {step}: {cached} cached keys + 1 new").format(step=s, cached=s), fontsize=TITLE_PT)
         else:
             ax.add_patch(Rectangle((-0.5, -1.7), prompt_length, 0.8, color=NEW_RGB))
-            ax.set_title(f"prompt: {prompt_length} new keys", fontsize=TITLE_PT)
+            ax.set_title(_("prompt: {count} new keys").format(count=prompt_length), fontsize=TITLE_PT)
         ax.set_xticks(range(T), labels, fontsize=LABEL_PT, rotation=90 if max(map(len, labels)) > 2 else 0)
         ax.set_yticks(range(T), labels if i == 0 else [""] * T, fontsize=LABEL_PT)
         ax.tick_params(length=0, pad=2)
@@ -316,11 +320,11 @@ def generation_steps_figure(weights: Tensor, tokens, *, prompt_length: int, step
         ax.spines["top"].set_visible(False)
         ax.plot([-0.5, T - 0.5], [-0.5, -0.5], color="black", lw=0.8)  # the matrix's top edge
         if i == 0:
-            ax.set_ylabel("query (row)", fontsize=TITLE_PT)
-            ax.set_xlabel("key", fontsize=TITLE_PT)
-    notes = ("framed, in colour: the rows computed at this step · faded: earlier steps (never recomputed) · white: not "
-             "generated yet · grey: masked\nbar above the keys: orange = read from the cache, red = projected at "
-             "this step (and appended to the cache)")
+            ax.set_ylabel(_("query (row)"), fontsize=TITLE_PT)
+            ax.set_xlabel(_("key"), fontsize=TITLE_PT)
+    notes = _("framed, in colour: the rows computed at this step · faded: earlier steps (never recomputed) · white: "
+              "not generated yet · grey: masked\nbar above the keys: orange = read from the cache, red = projected at "
+              "this step (and appended to the cache)")
     fig.supxlabel(notes, fontsize=TITLE_PT, color="0.25")
     if title:
         fig.suptitle(_check_title(title), fontsize=SUPTITLE_PT)
@@ -355,31 +359,36 @@ def cache_speedup_figure(result: dict, *, title: str | None = None):
     ratio = np.array([p.get("speedup", p["no_cache_s"] / p["cache_s"]) for p in points], dtype=float)  # as saved
     fig = _figure(10.5, 3.9)
     times, speedup = fig.subplots(1, 2)
-    times.loglog(T, without, "o-", color="#d62728", label="without cache (whole sequence every step)")
-    times.loglog(T, with_cache, "o-", color="#1f77b4", label="with cache (one token per step)")
-    times.set_xlabel("T, tokens generated", fontsize=TITLE_PT)
-    times.set_ylabel("seconds", fontsize=TITLE_PT)
+    times.loglog(T, without, "o-", color="#d62728", label=_("without cache (whole sequence every step)"))
+    times.loglog(T, with_cache, "o-", color="#1f77b4", label=_("with cache (one token per step)"))
+    times.set_xlabel(_("T, tokens generated"), fontsize=TITLE_PT)
+    times.set_ylabel(_("seconds"), fontsize=TITLE_PT)
     times.legend(fontsize=LABEL_PT, loc="upper left")
     rounds = result.get("repeats")
-    times.set_title("time to generate T tokens" + (f" (median of {rounds})" if rounds else ""), fontsize=TITLE_PT)
+    times.set_title(_("time to generate T tokens (median of {rounds})").format(rounds=rounds) if rounds else
+                    _("time to generate T tokens"), fontsize=TITLE_PT)
     speedup.plot(T, ratio, "o-", color="#2ca02c")
     for t, r in zip(T, ratio):
         speedup.annotate(f"×{r:.1f}", (t, r), textcoords="offset points", xytext=(0, 7), ha="center",
                          fontsize=LABEL_PT)
     speedup.set_xscale("log")
     speedup.set_ylim(0, ratio.max() * 1.25)
-    speedup.set_xlabel("T, tokens generated", fontsize=TITLE_PT)
-    speedup.set_ylabel("speed-up (without / with)", fontsize=TITLE_PT)
-    speedup.set_title("speed-up: time without the cache / time with it", fontsize=TITLE_PT)
+    speedup.set_xlabel(_("T, tokens generated"), fontsize=TITLE_PT)
+    speedup.set_ylabel(_("speed-up (without / with)"), fontsize=TITLE_PT)
+    speedup.set_title(_("speed-up: time without the cache / time with it"), fontsize=TITLE_PT)
     for ax in (times, speedup):
         ax.set_xticks(T, [f"{int(t):,}" for t in T])
         ax.minorticks_off()
         ax.tick_params(labelsize=LABEL_PT)
         ax.grid(alpha=0.3)
     model = result["model"]
-    default = (f"measured on {result.get('machine', result['device'])} ({result['device']}, {result['threads']} "
-               f"thread{'s' if result['threads'] != 1 else ''}), "
-               f"a {model.get('layers', '?')}-layer model, {model.get('parameters', 0):,} parameters")
+    threads = result["threads"]
+    default = ngettext("measured on {machine} ({device}, {threads} thread), a {layers}-layer model, {parameters} "
+                       "parameters",
+                       "measured on {machine} ({device}, {threads} threads), a {layers}-layer model, {parameters} "
+                       "parameters", 1 if threads == 1 else 2).format(
+        machine=result.get("machine", result["device"]), device=result["device"], threads=threads,
+        layers=model.get("layers", "?"), parameters=f"{model.get('parameters', 0):,}")
     fig.suptitle(_check_title(title) or default, fontsize=SUPTITLE_PT)
     return fig
 
