@@ -49,6 +49,15 @@ def fingerprint(source) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
+def cell_fingerprint(cell: dict) -> str:
+    """The fingerprint of an English cell as a twin must follow it: its source, and its ``teacher_notes`` (they
+    are translated too, and feed the Chinese teacher's guide and slides). A cell without notes: ``fingerprint``
+    of its source alone."""
+    notes = cell.get("metadata", {}).get("teacher_notes") or []
+    text = "".join(cell.get("source", ""))
+    return fingerprint(text + "\n\n[teacher notes]\n" + "\n".join(notes) if notes else text)
+
+
 def po_path(locale: str) -> Path:
     return LOCALE / locale / "LC_MESSAGES" / f"{DOMAIN}.po"
 
@@ -198,7 +207,7 @@ def stale_cells(english: Path, twin: Path) -> list[str]:
     for cell in json.loads(twin.read_text(encoding="utf-8"))["cells"]:
         recorded = cell.get("metadata", {}).get("translation", {}).get("source")
         original = source.get(cell.get("id"))
-        if original is None or recorded != fingerprint(original.get("source", "")):
+        if original is None or recorded != cell_fingerprint(original):
             stale.append(str(cell.get("id")))
     return stale
 
