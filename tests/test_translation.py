@@ -143,6 +143,36 @@ def test_the_twin_is_in_step_with_the_english_chapter(english):
     assert not problems, "\n".join(problems)
 
 
+def _twin_texts(twin: Path) -> list[str]:
+    """What a reader of the twin reads in prose: its markdown cells and its teacher notes, each named."""
+    texts = []
+    for cell in _cells(twin):
+        where = f"{twin.name}: cell {cell.get('id')}: "
+        if cell["cell_type"] == "markdown":
+            texts.append(where + _source(cell))
+        texts += [where + note for note in cell.get("metadata", {}).get("teacher_notes", [])]
+    return texts
+
+
+@pytest.mark.parametrize("english", english_chapters(), ids=lambda p: p.stem)
+def test_the_twin_uses_the_glossarys_terms(english):
+    """One term per concept: no discouraged synonym of notebooks/zh-CN/术语表.md in a twin's prose."""
+    rows = translations.glossary((TWINS / "术语表.md").read_text(encoding="utf-8"))
+    found = translations.discouraged_uses(_twin_texts(TWINS / english.name), rows)
+    assert not found, "\n".join(text[:160] for text in found)
+
+
+def test_of_the_test_a_discouraged_term_in_a_twin_is_found(pair):
+    _, twin = pair
+    nb = json.loads(twin.read_text(encoding="utf-8"))
+    cell = next(c for c in nb["cells"] if c["cell_type"] == "markdown")
+    cell["source"] = _source(cell) + "\n每个令牌一行。"
+    twin.write_text(json.dumps(nb, ensure_ascii=False), encoding="utf-8")
+    rows = translations.glossary((TWINS / "术语表.md").read_text(encoding="utf-8"))
+    found = translations.discouraged_uses(_twin_texts(twin), rows)
+    assert len(found) == 1 and found[0].startswith(f"令牌 (use 词元): 01_single_head_attention.ipynb: cell {cell['id']}")
+
+
 def test_every_twin_has_an_english_chapter():
     orphans = sorted({p.name for p in TWINS.glob("[0-9][0-9]_*.ipynb")} - {p.name for p in english_chapters()})
     assert not orphans, orphans

@@ -49,6 +49,30 @@ def fingerprint(source) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
+def glossary(text: str) -> list[dict]:
+    """The glossary's table: one dict per concept (term, english, definition, discouraged: list of words)."""
+    rows = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.lstrip().startswith("|") else []
+        if len(cells) != 4 or cells[0] in ("术语", "") or set(cells[0]) <= set("-: "):
+            continue
+        words = [] if cells[3] in ("—", "-", "") else [w.strip() for w in cells[3].split("、") if w.strip()]
+        rows.append({"term": cells[0], "english": cells[1], "definition": cells[2], "discouraged": words})
+    return rows
+
+
+def discouraged_uses(strings, rows) -> list[str]:
+    """``"<discouraged> (use <term>): <text>"`` for each text (a msgstr, a twin's markdown) that contains a
+    discouraged synonym of the glossary (notebooks/zh-CN/术语表.md)."""
+    found = []
+    for text in strings:
+        for row in rows:
+            for word in row["discouraged"]:
+                if word in text:
+                    found.append(f"{word} (use {row['term']}): {text}")
+    return found
+
+
 def cell_fingerprint(cell: dict) -> str:
     """The fingerprint of an English cell as a twin must follow it: its source, and its ``teacher_notes`` (they
     are translated too, and feed the Chinese teacher's guide and slides). A cell without notes: ``fingerprint``

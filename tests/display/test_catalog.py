@@ -105,29 +105,6 @@ def test_the_catalogs_ship_in_the_wheel():
 # --- the glossary ------------------------------------------------------------------------------------------------
 
 
-def glossary(text: str) -> list[dict]:
-    """The glossary's table: one dict per concept (term, english, definition, discouraged: list of words)."""
-    rows = []
-    for line in text.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.lstrip().startswith("|") else []
-        if len(cells) != 4 or cells[0] in ("术语", "") or set(cells[0]) <= set("-: "):
-            continue
-        words = [] if cells[3] in ("—", "-", "") else [w.strip() for w in cells[3].split("、") if w.strip()]
-        rows.append({"term": cells[0], "english": cells[1], "definition": cells[2], "discouraged": words})
-    return rows
-
-
-def discouraged_uses(strings, rows) -> list[str]:
-    """``"<discouraged> (use <term>): <msgstr>"`` for each msgstr that contains a discouraged synonym."""
-    found = []
-    for text in strings:
-        for row in rows:
-            for word in row["discouraged"]:
-                if word in text:
-                    found.append(f"{word} (use {row['term']}): {text}")
-    return found
-
-
 def _msgstrs(catalog) -> list[str]:
     out = []
     for message in catalog:
@@ -137,7 +114,7 @@ def _msgstrs(catalog) -> list[str]:
 
 
 def test_the_glossary_has_one_term_per_concept():
-    rows = glossary(GLOSSARY.read_text(encoding="utf-8"))
+    rows = translations.glossary(GLOSSARY.read_text(encoding="utf-8"))
     terms = [row["term"] for row in rows]
     assert len(rows) >= 30 and len(set(terms)) == len(terms)
     for required in ("词元", "查询", "键", "值", "注意力权重", "注意力分数", "多头注意力", "头", "掩码", "因果掩码",
@@ -152,14 +129,15 @@ def test_the_glossary_has_one_term_per_concept():
 
 
 def test_no_msgstr_uses_a_discouraged_synonym(catalog):
-    found = discouraged_uses(_msgstrs(catalog), glossary(GLOSSARY.read_text(encoding="utf-8")))
+    rows = translations.glossary(GLOSSARY.read_text(encoding="utf-8"))
+    found = translations.discouraged_uses(_msgstrs(catalog), rows)
     assert not found, "use the glossary's terms:\n" + "\n".join(found)
 
 
 def test_of_the_test_a_discouraged_synonym_is_found():
-    rows = glossary("| 术语 | English | 定义 | 不要用 |\n|---|---|---|---|\n| 词元 | token | 最小单位 | 令牌、标记 |\n")
+    rows = translations.glossary("| 术语 | English | 定义 | 不要用 |\n|---|---|---|---|\n| 词元 | token | 最小单位 | 令牌、标记 |\n")
     assert rows == [{"term": "词元", "english": "token", "definition": "最小单位", "discouraged": ["令牌", "标记"]}]
-    assert discouraged_uses(["每个令牌一行", "每个词元一行"], rows) == ["令牌 (use 词元): 每个令牌一行"]
+    assert translations.discouraged_uses(["每个令牌一行", "每个词元一行"], rows) == ["令牌 (use 词元): 每个令牌一行"]
 
 
 # --- the wings speak Chinese -------------------------------------------------------------------------------------
