@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import copy as copy_module
 import inspect
+import math
+import numbers
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -134,6 +136,24 @@ def attempt(exercise: str, student_fn: Callable[..., Any], *args: Any, **kwargs:
     if isinstance(answer, Feedback):
         return failed(exercise, RETURNED_FEEDBACK)
     return answer
+
+
+def as_count(answer: Any) -> int | float | None:
+    """A student's count (parameters, bytes, positions) as an exact int: an int, a whole float or a 1-element
+    tensor holding one. A float that is NaN, infinite or has a fraction comes back as that float, for the checker
+    to say what is wrong in its own words; anything that is not a real number gives None. Ints stay exact,
+    however large (``float(10**400)`` would overflow)."""
+    if isinstance(answer, torch.Tensor):
+        if answer.numel() != 1 or answer.layout is not torch.strided or answer.is_complex() or \
+                answer.device.type == "meta":
+            return None
+        answer = answer.detach().cpu().item()
+    if isinstance(answer, bool) or not isinstance(answer, numbers.Real):
+        return None
+    if isinstance(answer, numbers.Integral):
+        return int(answer)
+    value = float(answer)
+    return int(value) if math.isfinite(value) and value.is_integer() else value
 
 
 def _describe(value: Any) -> str:
@@ -308,4 +328,4 @@ def refuse(exercise: str, answer: Any, expected: torch.Tensor) -> Feedback | Non
     return failed(exercise, problem) if problem else None
 
 
-__all__ = ["Feedback", "attempt", "compare", "failed", "passed", "refuse"]
+__all__ = ["Feedback", "as_count", "attempt", "compare", "failed", "passed", "refuse"]

@@ -12,7 +12,6 @@ the number of heads is passed on purpose: whether it matters is part of the ques
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Callable
 
 import torch
@@ -20,7 +19,7 @@ import torch
 from ..functional import merge_heads
 from ..sizes import attention_parameter_count
 from ..language import N_, gettext as _
-from . import Feedback, attempt, compare, failed, passed
+from . import Feedback, as_count, attempt, compare, failed, passed
 
 Tensor = torch.Tensor
 
@@ -106,27 +105,12 @@ def _parameter_mistakes(d: int, h: int, bias: bool) -> dict[str, int]:
     }
 
 
-def _as_number(answer) -> int | float | str | None:
-    """The student's count as an exact int (a float or a 1-element tensor with a whole value becomes one).
-
-    Returns None for something that is not a real number, and a message (str) for NaN, inf or a fraction.
-    Ints stay exact, however large: ``float(10**400)`` would overflow.
-    """
-    if isinstance(answer, Tensor):
-        if answer.numel() != 1 or answer.layout is not torch.strided or answer.is_complex() or \
-                answer.device.type == "meta":
-            return None
-        answer = answer.detach().cpu().item()
-    if isinstance(answer, bool) or not isinstance(answer, numbers.Real):
-        return None
-    if isinstance(answer, numbers.Integral):
-        return int(answer)
-    value = float(answer)
-    if not math.isfinite(value):
-        return _(NOT_FINITE).format(value=value)
-    if not value.is_integer():
-        return _(NOT_WHOLE).format(value=value)
-    return int(value)
+def _as_number(answer) -> int | str | None:
+    """The student's count as an exact int (``as_count``); a message (str) for NaN, inf or a fraction."""
+    value = as_count(answer)
+    if isinstance(value, float):
+        return _(NOT_FINITE if not math.isfinite(value) else NOT_WHOLE).format(value=value)
+    return value
 
 
 def check_parameter_count(student_fn: Callable[[int, int, bool], int]) -> Feedback:

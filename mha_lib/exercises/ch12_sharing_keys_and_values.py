@@ -23,8 +23,9 @@ from ..functional import expand_kv_heads
 from ..language import N_, gettext as _
 from ..masks import causal_mask_at
 from ..sizes import DECODER_CONFIGS, DecoderAttention, kv_cache_bytes
-from . import Feedback, attempt, compare, failed, passed, refuse
-from .ch07_output_projection import NOT_A_NUMBER, _as_number
+from . import Feedback, as_count, attempt, compare, failed, passed, refuse
+
+NOT_A_NUMBER = N_("expected a number (an int), got {kind}.")  # the same message as chapter 7's count
 
 Tensor = torch.Tensor
 
@@ -161,10 +162,10 @@ def check_cache_bytes(student_fn: Callable[[DecoderAttention, int, int], int]) -
         answer = attempt(name, student_fn, _Shape(*config), tokens, b)
         if isinstance(answer, Feedback):
             return answer
-        value = _as_number(answer)
+        value = as_count(answer)
         if value is None:
             return failed(name, _(NOT_A_NUMBER).format(kind=type(answer).__name__))
-        if isinstance(value, str):
+        if isinstance(value, float):
             return failed(name, _("for {config}, tokens={tokens}: {message}").format(
                 config=_describe(config), tokens=tokens, message=_(NOT_WHOLE_BYTES).format(value=answer)))
         answers.append(value)

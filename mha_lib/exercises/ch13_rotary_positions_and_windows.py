@@ -11,8 +11,6 @@ failure turned into feedback), compares it with ``mha_lib``'s own answer, and na
 
 from __future__ import annotations
 
-import math
-import numbers
 from typing import Callable
 
 import torch
@@ -20,7 +18,7 @@ import torch
 from ..language import N_, gettext as _
 from ..masks import causal_mask, sliding_window_mask
 from ..positions import apply_rope, apply_rope_interleaved, rope_frequencies, rotate_half
-from . import Feedback, attempt, compare, failed, passed, refuse
+from . import Feedback, as_count, attempt, compare, failed, passed, refuse
 
 Tensor = torch.Tensor
 
@@ -183,21 +181,10 @@ def check_window_mask(student_fn: Callable[[int, int], Tensor]) -> Feedback:
 
 
 def _as_count(answer) -> int | str | None:
-    """The student's answer as an exact int (a whole float or a 1-element tensor becomes one); None when it is
-    not a real number; a message (str) for NaN, inf or a fraction."""
-    if isinstance(answer, Tensor):
-        if answer.numel() != 1 or answer.layout is not torch.strided or answer.is_complex() or \
-                answer.device.type == "meta":
-            return None
-        answer = answer.detach().cpu().item()
-    if isinstance(answer, bool) or not isinstance(answer, numbers.Real):
-        return None
-    if isinstance(answer, numbers.Integral):
-        return int(answer)
-    value = float(answer)
-    if not math.isfinite(value) or not value.is_integer():
-        return _(REACH_NOT_WHOLE).format(value=value)
-    return int(value)
+    """The student's answer as an exact int (``as_count``); None when it is not a real number; a message (str)
+    for NaN, inf or a fraction."""
+    value = as_count(answer)
+    return _(REACH_NOT_WHOLE).format(value=value) if isinstance(value, float) else value
 
 
 def _reach_mistakes(layers: int, window: int) -> dict[str, int]:
