@@ -222,7 +222,10 @@ def test_notebook_runs_alone_from_the_wheel(path, standalone, tmp_path):
     # that a stalled kernel fails the test in a minute instead of holding CI; no retry, since a stall is a bug
     # to see (the one we had is the ipykernel one above, checked below).
     km = _kernel_manager(python, tmp_path)
-    client = NotebookClient(nb, km=km, timeout=60, resources={"metadata": {"path": str(work)}})
+    # iopub_timeout: a cell's printed output may reach the client after its reply; nbclient's default 4 s wait is
+    # too short when both workers load transformers at once, and a late output would be dropped silently
+    client = NotebookClient(nb, km=km, timeout=60, iopub_timeout=30, raise_on_iopub_timeout=True,
+                            resources={"metadata": {"path": str(work)}})
     try:
         client.execute(env=env)
     finally:  # nbclient shuts down only the kernels it creates itself
