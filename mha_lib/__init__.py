@@ -3,26 +3,29 @@
 The package is a small core — the attention the chapters teach — and a wing for each job around it. The core
 imports no wing; a wing imports the core and the wings listed below it, never one above it.
 
-    exercises/     the chapters' checkers (chapters 1-13)
-    llm/           chapters 12-13: today's decoders (GQA, the KV cache, RoPE, windows): figures, widgets, Llama
+    exercises/     the chapters' checkers (chapters 1-14)
+    llm/           chapters 12-14: today's decoders (GQA, the KV cache, RoPE, windows, tiles, MLA): figures,
+                   widgets, Llama and DeepSeek-V3 built offline
     trained/       chapter 10: a real trained encoder, its head roles, explorer and figures
     induction/     chapter 11: a tiny model that learns induction heads on the CPU
     display/       every chapter: printing, heatmaps, explorers, static widget pictures
     ─────────────
-    core           functional  masks  positions  cache  modules  heads  conversions  sizes  validation
+    core           functional  masks  positions  cache  modules  latent  heads  conversions  sizes  validation
                    runtime  data  ablation  results  language
 
 The core, top-down in the order the chapters teach it:
 
-    functional.py   scores -> scaling -> softmax -> heads -> kernels (pure functions)
+    functional.py   scores -> scaling -> softmax -> heads -> kernels (pure functions), and the tiled online
+                    softmax of FlashAttention, flash_attention (chapter 14)
     masks.py        causal, padding and sliding-window masks, and converters between mask conventions
-    positions.py    sinusoidal and rotary (RoPE) positions (chapter 13)
+    positions.py    sinusoidal and rotary (RoPE) positions (chapter 13), YaRN's stretched RoPE (chapter 14)
     cache.py        KVCache: one layer's keys and values of the tokens already seen (chapter 12)
     modules.py      SelfAttention -> CausalAttention -> wrapper -> MultiHeadAttention -> fused;
                     MultiHeadAttention also shares key/value heads (GQA), rotates (RoPE), windows, caches
+    latent.py       MultiHeadLatentAttention: DeepSeek's keys and values through one cached latent (chapter 14)
     heads.py        three ways to form heads: projection, direct split, grouped 1×1 convolution
-    conversions.py  move weights between those layers (and into nn.MultiheadAttention, from Llama)
-    sizes.py        parameter counts (chapter 7) and KV-cache bytes of published decoders (chapter 12)
+    conversions.py  move weights between those layers (and into nn.MultiheadAttention, from Llama, DeepSeek-V3)
+    sizes.py        parameter counts (chapter 7) and KV-cache bytes of published decoders (chapters 12, 14)
     data.py         the small inputs the notebooks use;  runtime.py  device and reproducibility
     validation.py   argument checks with messages a student can act on
     ablation.py     knocking heads out: the one tool chapters 10 and 11 share
@@ -47,17 +50,26 @@ induction/ — chapter 11, heads that learn on the CPU:
                     the three shipped runs (checkpoints/, written by tests/train_induction.py)
     plots.py / trainer.py  its figures, and the live trainer widget (model.py also generates, with a KV cache)
 
-llm/ — chapters 12 and 13, the attention of today's decoders (imported on use: transformers only in llama.py):
+llm/ — chapters 12 to 14, the attention of today's decoders (imported on use: transformers only in llama.py and
+deepseek.py):
 
     llama.py        a tiny transformers LlamaAttention built offline, called as Llama calls it
     sharing.py      chapter 12: heads grouped by shared key/value head, the G slider, the cache filling up
     rotary.py       chapter 13: rotations, frequencies, the offset widget, windows and their reach
+    deepseek.py     a tiny transformers DeepseekV3Attention built offline, called as DeepSeek-V3 calls it
+    scale.py        chapter 14: the memory wall, the online softmax walked block by block, tiles, MLA designs
 
 exercises/ — the chapters' exercise checkers, one module per chapter.
 """
 
 from .cache import KVCache
-from .conversions import attention_from_llama, fused_from_split, split_from_wrapper, torch_mha_from
+from .conversions import (
+    attention_from_deepseek,
+    attention_from_llama,
+    fused_from_split,
+    split_from_wrapper,
+    torch_mha_from,
+)
 from .data import (
     JOURNEY_TOKENS,
     WALKTHROUGH_SENTENCE,
@@ -70,12 +82,17 @@ from .data import (
 )
 from .functional import (
     KERNELS,
+    OnlineSoftmaxState,
     attention_scores,
     expand_kv_heads,
     explicit_attention,
+    flash_attention,
+    flash_kernel,
     masked_softmax,
     merge_heads,
     merge_heads_flat,
+    online_softmax_start,
+    online_softmax_step,
     scale_factor,
     scale_scores,
     sdpa_attention,
@@ -85,6 +102,7 @@ from .functional import (
 )
 from .heads import HEAD_FORMERS, DirectSplitHeads, GroupedConvHeads, ProjectionHeads, make_head_former
 from .language import get_language, set_language
+from .latent import MultiHeadLatentAttention
 from .masks import (
     additive_mask,
     causal_mask,
@@ -105,6 +123,7 @@ from .modules import (
     SelfAttention,
 )
 from .positions import (
+    YaRN,
     apply_rope,
     apply_rope_interleaved,
     interleaved_order,
@@ -112,6 +131,7 @@ from .positions import (
     rope_frequencies,
     rotate_half,
     sinusoidal_positions,
+    yarn_mscale,
 )
 from .runtime import get_device, make_reproducible
 from .sizes import (
@@ -122,6 +142,7 @@ from .sizes import (
     attention_parameter_count,
     gpt_parameter_count,
     kv_cache_bytes,
+    latent_attention_parameter_count,
 )
 from .validation import divisors
 
@@ -147,6 +168,8 @@ def __dir__():
 
 
 __all__ = [
+    "MultiHeadLatentAttention", "OnlineSoftmaxState", "YaRN", "attention_from_deepseek", "flash_attention",
+    "flash_kernel", "latent_attention_parameter_count", "online_softmax_start", "online_softmax_step", "yarn_mscale",
     "DECODER_CONFIGS", "DecoderAttention", "KVCache", "apply_rope", "apply_rope_interleaved", "attention_from_llama",
     "causal_mask_at", "expand_kv_heads", "interleaved_order", "kv_cache_bytes", "rope_cos_sin", "rope_frequencies",
     "rotate_half", "sinusoidal_positions", "sliding_window_mask", "get_language", "set_language",

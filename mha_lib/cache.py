@@ -9,8 +9,9 @@ What it does *not* save: the new query still reads every cached key (the scores 
         out = layer(x_t, kv_cache=cache)    # the layer appends the chunk's keys and values, then attends
     cache.length, cache.nbytes              # tokens held, bytes held
 
-The cache holds whatever tensors its layer appends (keys and values after RoPE, with ``num_kv_heads`` heads
-only; another layer may store other things), every one with the tokens along dimension ``-2``. A layer with a
+The cache holds whatever tensors its layer appends, every one with the tokens along dimension ``-2``: keys and
+values after RoPE with ``num_kv_heads`` heads only (``MultiHeadAttention``), or the compressed latent and the
+shared rotary key (``MultiHeadLatentAttention``, chapter 14); ``nbytes`` adds them all up. A layer with a
 sliding window keeps only the last ``window - 1`` tokens: what the next query can still see besides itself.
 """
 
@@ -66,6 +67,23 @@ class KVCache:
                 "kv_cache already holds another layer's keys and values: give each layer its own KVCache() "
                 "(a model keeps one per layer, e.g. caches = [KVCache() for _ in layers])"
             )
+
+    def start_chunk(self, layer, batch_size: int, tokens: int, context_length: int) -> int:
+        """Called by a layer before a chunk of ``tokens`` tokens: claims the cache, checks that the chunk continues
+        the same batch and that its positions fit in ``context_length``; returns the chunk's first position."""
+        self.claim(layer)
+        if self.batch_size is not None and self.batch_size != batch_size:
+            raise ValueError(
+                f"kv_cache holds a batch of {self.batch_size} sequences but x has {batch_size}: a cache "
+                f"follows the same sequences from step to step; start a new KVCache() for a new batch"
+            )
+        if self.seen + tokens > context_length:
+            raise ValueError(
+                f"kv_cache has seen {self.seen} tokens and x brings {tokens} more: "
+                f"{self.seen + tokens} positions exceed context_length = {context_length}; "
+                f"build the layer with a larger context_length or start a new KVCache()"
+            )
+        return self.seen
 
     def append(self, *chunk: Tensor) -> tuple[Tensor, ...]:
         """Add one chunk's tensors (tokens along dim -2) and return everything held, the chunk included."""

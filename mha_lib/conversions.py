@@ -12,7 +12,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .latent import MultiHeadLatentAttention
 from .modules import FusedMultiHeadAttention, MultiHeadAttention, MultiHeadAttentionWrapper
+from .positions import YaRN, interleaved_order
 
 
 def _same_mode(new: nn.Module, source: nn.Module) -> nn.Module:
@@ -160,3 +162,81 @@ def attention_from_llama(llama_attention: nn.Module, config) -> MultiHeadAttenti
                              f"implies {tuple(target.weight.shape)}: pass the config the layer was built from")
         target.load_state_dict(source.state_dict())
     return _same_mode(layer, llama_attention)
+
+
+def attention_from_deepseek(deepseek_v3_attention: nn.Module, config) -> MultiHeadLatentAttention:
+    """A ``MultiHeadLatentAttention`` with the weights of transformers' ``DeepseekV3Attention`` (chapter 14).
+
+    ``q_proj`` or ``q_a_proj, q_a_layernorm, q_b_proj`` become ``W_query`` or ``q_down, q_norm, q_up``;
+    ``kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj, o_proj`` become ``kv_down, kv_norm, kv_up, out_proj``. The rope
+    settings come from ``config.rope_parameters`` (``"default"`` or ``"yarn"``, whose ``mscale`` and
+    ``mscale_all_dim`` set the gains). With ``rope_interleave=True`` DeepSeek rotates neighbouring pairs
+    ``(x[2i], x[2i+1])``: the rows of the rotary outputs are reordered here (``interleaved_order``), so that our
+    rotate-half RoPE turns the same pairs; scores are unchanged (chapter 13: a layout is a permutation).
+    On positions ``0..T-1`` the layer's causal forward equals DeepSeek's eager attention given the same positions
+    and an additive causal mask. Nothing of transformers is imported here: the function reads attributes.
+    """
+    ref = deepseek_v3_attention
+    for name in ("kv_a_proj_with_mqa", "kv_a_layernorm", "kv_b_proj", "o_proj"):
+        if getattr(ref, name, None) is None:
+            raise TypeError(f"deepseek_v3_attention must be a transformers DeepseekV3Attention (with "
+                            f"kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj, o_proj), got {type(ref).__name__} "
+                            f"without {name}")
+    for name in ("hidden_size", "num_attention_heads", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
+                 "v_head_dim", "max_position_embeddings"):
+        if not hasattr(config, name):
+            raise TypeError(f"config must be a transformers DeepseekV3Config, got {type(config).__name__} "
+                            f"without {name}")
+    rope = dict(getattr(config, "rope_parameters", None) or {})
+    rope_type = rope.get("rope_type", "default")
+    if rope_type not in ("default", "yarn"):
+        raise ValueError(f"attention_from_deepseek supports rope_type 'default' and 'yarn', got {rope_type!r}")
+    yarn = None
+    if rope_type == "yarn":
+        original = rope.get("original_max_position_embeddings")
+        factor = rope.get("factor") or config.max_position_embeddings / original
+        yarn = YaRN(factor=float(factor), original_context_length=int(original),
+                    beta_fast=float(rope.get("beta_fast") or 32), beta_slow=float(rope.get("beta_slow") or 1),
+                    mscale=float(rope.get("mscale") or 0.0), mscale_all_dim=float(rope.get("mscale_all_dim") or 0.0),
+                    truncate=bool(rope.get("truncate", True)))
+    q_lora_rank = getattr(config, "q_lora_rank", None)
+    kv_down = ref.kv_a_proj_with_mqa
+    layer = MultiHeadLatentAttention(
+        config.hidden_size, config.num_attention_heads, kv_lora_rank=config.kv_lora_rank,
+        qk_nope_head_dim=config.qk_nope_head_dim, qk_rope_head_dim=config.qk_rope_head_dim,
+        v_head_dim=config.v_head_dim, q_lora_rank=q_lora_rank, context_length=config.max_position_embeddings,
+        rope_theta=float(rope.get("rope_theta", getattr(config, "rope_theta", 10000.0))), yarn=yarn,
+        bias=kv_down.bias is not None, norm_eps=float(ref.kv_a_layernorm.variance_epsilon),  # 1e-6, not rms_norm_eps
+        dropout=float(getattr(config, "attention_dropout", 0.0)),
+    ).to(device=kv_down.weight.device, dtype=kv_down.weight.dtype)
+    if q_lora_rank is None:
+        pairs = [("W_query", ref.q_proj)]
+    else:
+        pairs = [("q_down", ref.q_a_proj), ("q_norm", ref.q_a_layernorm), ("q_up", ref.q_b_proj)]
+        layer.q_norm.eps = float(ref.q_a_layernorm.variance_epsilon)
+    pairs += [("kv_down", kv_down), ("kv_norm", ref.kv_a_layernorm), ("kv_up", ref.kv_b_proj), ("out_proj", ref.o_proj)]
+    for ours, source in pairs:
+        target = getattr(layer, ours)
+        for name, tensor in target.named_parameters():
+            theirs = getattr(source, name, None)
+            if theirs is None or theirs.shape != tensor.shape:
+                raise ValueError(f"deepseek_v3_attention's {ours} counterpart has no {name} of shape "
+                                 f"{tuple(tensor.shape)}: pass the config the layer was built from")
+            _copy_(tensor, theirs)
+    if getattr(config, "rope_interleave", False):
+        _deinterleave_rotary_rows(layer)
+    return _same_mode(layer, ref)
+
+
+def _deinterleave_rotary_rows(layer: MultiHeadLatentAttention) -> None:
+    """Reorder the output rows that feed RoPE from (x0, x1), (x2, x3), ... to (x0, x2, ..., x1, x3, ...)."""
+    H, dn, dr, r = layer.num_heads, layer.qk_nope_head_dim, layer.qk_rope_head_dim, layer.kv_lora_rank
+    order = interleaved_order(dr)
+    q_last = layer.W_query if layer.q_lora_rank is None else layer.q_up
+    with torch.no_grad():
+        rows = q_last.weight.view(H, dn + dr, -1)  # (H·(dn + dr), in) -> (H, dn + dr, in): a view, written in place
+        rows[:, dn:] = rows[:, dn:][:, order]
+        kv = layer.kv_down  # rows: r latent, then dr rotary
+        kv.weight[r:] = kv.weight[r:][order]
+        if kv.bias is not None:
+            kv.bias[r:] = kv.bias[r:][order]

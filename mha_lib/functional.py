@@ -9,14 +9,17 @@ Shape glossary (used in every comment of this package):
     weights     = softmax(masked / temperature) masked_softmax       rows sum to 1
     context     = weights V                     explicit_attention   (..., T, Dh)
 
-The two *kernels* share one signature, ``(q, k, v, mask, scale, dropout_p, is_causal) -> (context, weights)``;
+The three *kernels* share one signature, ``(q, k, v, mask, scale, dropout_p, is_causal) -> (context, weights)``;
 modules pick one by name from ``KERNELS``. ``explicit_attention`` is the readable reference that also returns
-the weights; ``sdpa_attention`` calls PyTorch's fused ``F.scaled_dot_product_attention`` and cannot.
+the weights; ``sdpa_attention`` calls PyTorch's fused ``F.scaled_dot_product_attention`` and cannot;
+``flash_kernel`` runs ``flash_attention``, the tiled online softmax of FlashAttention written out in PyTorch
+(chapter 14), which never holds the whole weight matrix either.
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -365,4 +368,261 @@ def _check_scores_finite(scores: Tensor, scale: float, q: Tensor, k: Tensor) -> 
         )
 
 
-KERNELS = {"explicit": explicit_attention, "sdpa": sdpa_attention}
+# --- 6. tiles: the online softmax of FlashAttention (chapter 14) ---------------------------------------------
+
+
+class OnlineSoftmaxState(NamedTuple):
+    """What the online softmax carries from one block of keys to the next, for a block of query rows.
+
+    ``max``     ``(..., Tb, 1)`` the largest score seen so far in each row (``-inf`` before any key)
+    ``total``   ``(..., Tb, 1)`` Σ exp(score - max) over the keys seen so far
+    ``output``  ``(..., Tb, Dv)`` Σ exp(score - max) · v over the same keys: the output *before* dividing by ``total``
+    ``rescale`` ``(..., Tb, 1)`` exp(old max - new max): what the last step multiplied ``total`` and ``output`` by
+    """
+
+    max: Tensor
+    total: Tensor
+    output: Tensor
+    rescale: Tensor
+
+    def result(self) -> Tensor:
+        """``output / total``: the attention output of the keys seen so far (0 in a row that saw no key)."""
+        return self.output / self.total.masked_fill(self.total == 0, 1.0)  # total is 0 only where output is 0
+
+
+def online_softmax_start(rows_shape, value_width: int, *, dtype=torch.float32, device=None) -> OnlineSoftmaxState:
+    """The state before any key: max ``-inf``, total 0, output 0, for rows of shape ``(..., Tb)``."""
+    rows = (*tuple(rows_shape), 1)
+    value_width = check_positive_int("value_width", value_width)
+    return OnlineSoftmaxState(
+        max=torch.full(rows, float("-inf"), dtype=dtype, device=device),
+        total=torch.zeros(rows, dtype=dtype, device=device),
+        output=torch.zeros((*tuple(rows_shape), value_width), dtype=dtype, device=device),
+        rescale=torch.ones(rows, dtype=dtype, device=device),
+    )
+
+
+def online_softmax_step(state: OnlineSoftmaxState, scores: Tensor, values: Tensor) -> OnlineSoftmaxState:
+    """One step of the online softmax (Milakov & Gimelshein 2018): take in one block of keys.
+
+    ``scores`` ``(..., Tb, Sb)`` the block's scaled scores (``-inf`` where masked), ``values`` ``(..., Sb, Dv)``.
+    Chapter 6's stable softmax subtracts the row's maximum; here the maximum is only known so far, so when a
+    block raises it from ``m`` to ``m'`` everything summed with the old one is multiplied by ``exp(m - m')``:
+
+        m' = max(m, max(scores))        l' = exp(m - m')·l + Σ exp(scores - m')
+        o' = exp(m - m')·o + exp(scores - m') @ values
+
+    After the last block, ``o' / l'`` is exactly ``softmax(all scores) @ all values``.
+    """
+    new_max = torch.maximum(state.max, scores.amax(dim=-1, keepdim=True))  # (..., Tb, 1)
+    # a row that has seen only masked keys keeps max -inf: shift it by 0 instead (exp(-inf - -inf) would be NaN)
+    shift = new_max.masked_fill(new_max == float("-inf"), 0.0)
+    rescale = torch.exp(state.max - shift)  # (..., Tb, 1): 0 for a row's first real block, 1 if the max held
+    weights = torch.exp(scores - shift)  # (..., Tb, Sb): unnormalised, masked keys give exp(-inf) = 0
+    return OnlineSoftmaxState(
+        max=new_max,
+        total=rescale * state.total + weights.sum(dim=-1, keepdim=True),
+        output=rescale * state.output + weights @ values,  # (..., Tb, Sb) @ (..., Sb, Dv) -> (..., Tb, Dv)
+        rescale=rescale,
+    )
+
+
+def flash_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    causal: bool = False,
+    block_size: int = 64,
+    scale: float | None = None,
+    mask: Tensor | None = None,
+    dropout_p: float = 0.0,
+    return_lse: bool = False,
+):
+    """Exact attention computed tile by tile: FlashAttention's algorithm (Dao et al. 2022) in plain PyTorch.
+
+    q ``(..., T, Dh)``, k ``(..., S, Dh)``, v ``(..., S, Dv)`` with the same leading (batch, head) dimensions.
+    Queries are cut into blocks of ``block_size`` rows, keys and values into blocks of ``block_size`` tokens; each
+    (query block, key block) tile is scored, masked and folded into the running state by ``online_softmax_step``.
+    The largest tensor ever held is one ``block_size × block_size`` tile of scores per (batch, head): the
+    ``T × S`` matrix is never built, so memory grows with T, not T².
+
+    ``causal=True`` aligns the triangle to the **bottom right**: the T queries are the *last* T of the S positions
+    (query t sits at position S - T + t), as for a chunk after a KV cache; tiles wholly in the future are skipped,
+    about half of them when T = S. (``is_causal=True`` in SDPA and ``causal_mask`` align top-left instead: the
+    same when T = S.) ``mask`` is an optional keep mask broadcastable to ``(..., T, S)``. A query that may attend
+    to no key gets 0, as in ``masked_softmax``. ``scale`` defaults to ``1/√Dh``.
+
+    Returns the context ``(..., T, Dv)``; with ``return_lse=True`` also the log-sum-exp of each row's scaled
+    scores ``(..., T)`` (``-inf`` for a row with no key): the one number per row that the backward keeps.
+    Gradients: without dropout, the backward recomputes each tile's weights from that log-sum-exp instead of
+    storing them (``_FlashAttention``), so training memory grows with T too.
+    """
+    _check_qkv(q, k, v, mask)
+    causal = check_flag("causal", causal)
+    block_size = check_positive_int("block_size", block_size)
+    dropout_p = check_probability("dropout_p", dropout_p)
+    return_lse = check_flag("return_lse", return_lse)
+    if scale is None:
+        scale = scale_factor(q.shape[-1])
+    else:
+        scale = _check_scale(scale, q)
+        _check_tiles_finite(q, k, scale, block_size)
+    if dropout_p > 0:  # dropout's random mask cannot be recomputed in a backward: let autograd keep the tiles
+        context, lse = _flash_forward(q, k, v, mask, causal, scale, block_size, dropout_p)
+    else:
+        context, lse = _FlashAttention.apply(q, k, v, mask, causal, scale, block_size)
+    return (context, lse) if return_lse else context
+
+
+def _tiles(T: int, S: int, block_size: int, causal: bool):
+    """Yield ``(query slice, key slice, keep)`` for every tile that must be computed.
+
+    ``keep`` is the tile's causal keep mask ``(Tb, Sb)``, or None when the whole tile is allowed. With ``causal``,
+    query ``i`` sits at position ``S - T + i``; a key block starting after the query block's last position is in
+    the future for every row of the block, and is skipped.
+    """
+    offset = S - T  # bottom-right alignment
+    for i0 in range(0, T, block_size):
+        i1 = min(i0 + block_size, T)
+        rows = slice(i0, i1)
+        for j0 in range(0, S, block_size):
+            j1 = min(j0 + block_size, S)
+            if causal and j0 > offset + i1 - 1:
+                break  # this block and every later one lie wholly in the future of all these queries
+            keep = None
+            if causal and j1 - 1 > offset + i0:  # the tile crosses the diagonal: some pairs are in the future
+                query_pos = torch.arange(offset + i0, offset + i1)
+                keep = torch.arange(j0, j1)[None, :] <= query_pos[:, None]  # (Tb, Sb)
+            yield rows, slice(j0, j1), keep
+
+
+def _tile_mask(mask: Tensor | None, keep: Tensor | None, rows: slice, cols: slice, device) -> Tensor | None:
+    if mask is not None:
+        tile = mask[..., rows, cols]  # (..., Tb, Sb): the mask was expanded to (..., T, S) by _expand_mask
+        keep = tile if keep is None else tile & keep.to(device)
+    elif keep is not None:
+        keep = keep.to(device)
+    return keep
+
+
+def _expand_mask(mask: Tensor | None, T: int, S: int) -> Tensor | None:
+    """A mask broadcastable to (..., T, S) with its last two dimensions made T and S, so that tiles slice it."""
+    if mask is None:
+        return None
+    mask = mask.reshape((1,) * (2 - mask.dim()) + tuple(mask.shape)) if mask.dim() < 2 else mask  # at least 2-D
+    return mask.expand(*mask.shape[:-2], T, S)  # a view: no memory
+
+
+def _flash_forward(q, k, v, mask, causal, scale, block_size, dropout_p=0.0):
+    """The forward pass: every query block walks its key blocks with ``online_softmax_step``."""
+    T, S = q.shape[-2], k.shape[-2]
+    mask = _expand_mask(mask, T, S)
+    context = q.new_empty(*q.shape[:-1], v.shape[-1])  # (..., T, Dv)
+    lse = q.new_empty(q.shape[:-1])  # (..., T)
+    states = {}
+    for rows, cols, keep in _tiles(T, S, block_size, causal):
+        state = states.get(rows.start)
+        if state is None:
+            state = online_softmax_start(q.shape[:-2] + (rows.stop - rows.start,), v.shape[-1], dtype=q.dtype,
+                                         device=q.device)
+        scores = (q[..., rows, :] * scale) @ k[..., cols, :].transpose(-2, -1)  # (..., Tb, Dh) @ (..., Dh, Sb)
+        keep = _tile_mask(mask, keep, rows, cols, q.device)
+        if keep is not None:
+            scores = scores.masked_fill(~keep, float("-inf"))
+        values = v[..., cols, :]
+        if dropout_p > 0:
+            state = _dropout_step(state, scores, values, dropout_p)
+        else:
+            state = online_softmax_step(state, scores, values)
+        states[rows.start] = state
+    for i0 in range(0, T, block_size):
+        rows = slice(i0, min(i0 + block_size, T))
+        state = states.get(i0)
+        if state is None:  # (causal, S < T) these queries come before every key: nothing to attend to
+            context[..., rows, :] = 0.0
+            lse[..., rows] = float("-inf")
+            continue
+        context[..., rows, :] = state.result()
+        lse[..., rows] = (state.max + state.total.log()).squeeze(-1)  # log Σ exp(s) = m + log Σ exp(s - m)
+    return context, lse
+
+
+def _dropout_step(state, scores, values, dropout_p):
+    """``online_softmax_step`` with dropout on the weights: dropped keys leave the output, not the sum."""
+    new_max = torch.maximum(state.max, scores.amax(dim=-1, keepdim=True))
+    shift = new_max.masked_fill(new_max == float("-inf"), 0.0)
+    rescale = torch.exp(state.max - shift)
+    weights = torch.exp(scores - shift)
+    return OnlineSoftmaxState(new_max, rescale * state.total + weights.sum(dim=-1, keepdim=True),
+                              rescale * state.output + F.dropout(weights, p=dropout_p) @ values, rescale)
+
+
+class _FlashAttention(torch.autograd.Function):
+    """Forward: the tiles. Backward: the tiles again, recomputing each tile's weights from the saved
+    log-sum-exp (``P = exp(S·scale - lse)``) instead of storing them (Dao et al. 2022, algorithm 4)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, mask, causal, scale, block_size):
+        with torch.no_grad():
+            context, lse = _flash_forward(q, k, v, mask, causal, scale, block_size)
+        ctx.save_for_backward(q, k, v, context, lse, mask if mask is not None else torch.empty(0))
+        ctx.has_mask, ctx.causal, ctx.scale, ctx.block_size = mask is not None, causal, scale, block_size
+        ctx.mark_non_differentiable(lse)
+        return context, lse
+
+    @staticmethod
+    def backward(ctx, grad_context, _grad_lse):
+        q, k, v, context, lse, mask = ctx.saved_tensors
+        mask = _expand_mask(mask if ctx.has_mask else None, q.shape[-2], k.shape[-2])
+        grad_q, grad_k, grad_v = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+        # D_i = Σ_j P_ij dP_ij = dO_i · O_i: the softmax backward's row term, from the output, not from P
+        row_term = (grad_context * context).sum(dim=-1, keepdim=True)  # (..., T, 1)
+        lse = lse.masked_fill(lse == float("-inf"), float("inf"))[..., None]  # (..., T, 1): P = 0 in empty rows
+        for rows, cols, keep in _tiles(q.shape[-2], k.shape[-2], ctx.block_size, ctx.causal):
+            q_tile, k_tile, v_tile = q[..., rows, :], k[..., cols, :], v[..., cols, :]
+            scores = (q_tile * ctx.scale) @ k_tile.transpose(-2, -1)  # (..., Tb, Sb)
+            keep = _tile_mask(mask, keep, rows, cols, q.device)
+            if keep is not None:
+                scores = scores.masked_fill(~keep, float("-inf"))
+            weights = torch.exp(scores - lse[..., rows, :])  # (..., Tb, Sb): the forward's softmax, recomputed
+            grad_out = grad_context[..., rows, :]  # (..., Tb, Dv)
+            grad_v[..., cols, :] += weights.transpose(-2, -1) @ grad_out  # (..., Sb, Tb) @ (..., Tb, Dv)
+            grad_weights = grad_out @ v_tile.transpose(-2, -1)  # (..., Tb, Dv) @ (..., Dv, Sb) -> (..., Tb, Sb)
+            grad_scores = weights * (grad_weights - row_term[..., rows, :]) * ctx.scale
+            grad_q[..., rows, :] += grad_scores @ k_tile  # (..., Tb, Sb) @ (..., Sb, Dh)
+            grad_k[..., cols, :] += grad_scores.transpose(-2, -1) @ q_tile  # (..., Sb, Tb) @ (..., Tb, Dh)
+        return grad_q, grad_k, grad_v, None, None, None, None
+
+
+def _check_tiles_finite(q: Tensor, k: Tensor, scale: float, block_size: int) -> None:
+    """``_check_scores_finite`` for the tiled kernel: the largest score bound, without building the scores."""
+    bound = float(q.detach().abs().amax() * k.detach().abs().amax()) * q.shape[-1] * scale  # |q·k| <= Dh·max·max
+    if math.isfinite(bound) and bound < torch.finfo(q.dtype).max:
+        return
+    for rows, cols, _ in _tiles(q.shape[-2], k.shape[-2], block_size, causal=False):
+        _check_scores_finite((q[..., rows, :] * scale) @ k[..., cols, :].transpose(-2, -1), scale, q, k)
+
+
+def flash_kernel(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,
+    scale: float | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+) -> tuple[Tensor, None]:
+    """``flash_attention`` with the kernels' signature, for ``KERNELS["flash"]``. Returns ``(context, None)``.
+
+    ``is_causal`` means what it means for the other kernels, the top-left triangle (``causal_mask``); it differs
+    from ``flash_attention``'s bottom-right one only when T != S, and then goes in as a mask.
+    """
+    is_causal = check_flag("is_causal", is_causal)
+    if is_causal and q.dim() >= 2 and k.dim() >= 2 and q.shape[-2] != k.shape[-2]:
+        mask = combine_masks(causal_mask(q.shape[-2], k.shape[-2], device=q.device), mask)
+        is_causal = False
+    return flash_attention(q, k, v, causal=is_causal, scale=scale, mask=mask, dropout_p=dropout_p), None
+
+
+KERNELS = {"explicit": explicit_attention, "sdpa": sdpa_attention, "flash": flash_kernel}

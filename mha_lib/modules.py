@@ -196,6 +196,11 @@ class _MultiHeadBase(nn.Module):
                 "F.scaled_dot_product_attention, which never returns the attention weights (its fused back-ends "
                 "never build them)"
             )
+        if return_weights and self.kernel == "flash":
+            raise ValueError(
+                "return_weights=True needs kernel='explicit': kernel='flash' computes attention tile by tile and "
+                "never holds the whole weight matrix (that is the point of it, chapter 14)"
+            )
 
     def _padding_mask(self, key_padding_mask, valid_lens, B: int, T: int, S: int, device) -> Tensor | None:
         if key_padding_mask is not None and valid_lens is not None:
@@ -382,19 +387,9 @@ class MultiHeadAttention(_MultiHeadBase):
         if key_padding_mask is not None or valid_lens is not None:
             raise ValueError("kv_cache cannot be combined with key_padding_mask or valid_lens: feed each sequence "
                              "without padding, or attend without a cache")
-        kv_cache.claim(self)
         if isinstance(x, Tensor) and x.dim() == 3:
-            if kv_cache.batch_size is not None and kv_cache.batch_size != x.shape[0]:
-                raise ValueError(
-                    f"kv_cache holds a batch of {kv_cache.batch_size} sequences but x has {x.shape[0]}: a cache "
-                    f"follows the same sequences from step to step; start a new KVCache() for a new batch"
-                )
-            if kv_cache.seen + x.shape[1] > self.context_length:
-                raise ValueError(
-                    f"kv_cache has seen {kv_cache.seen} tokens and x brings {x.shape[1]} more: "
-                    f"{kv_cache.seen + x.shape[1]} positions exceed context_length = {self.context_length}; "
-                    f"build the layer with a larger context_length or start a new KVCache()"
-                )
+            return kv_cache.start_chunk(self, x.shape[0], x.shape[1], self.context_length)
+        kv_cache.claim(self)  # x itself is checked next, with the layer's own messages
         return kv_cache.seen
 
     def extra_repr(self) -> str:

@@ -7,6 +7,7 @@
     apply_rope(x, positions, θ)       rotary positions, rotate-half layout (GPT-NeoX, Llama, Mistral, Qwen)
     apply_rope_interleaved(x, ...)    the same rotation on neighbouring pairs (GPT-J, the RoFormer paper)
     interleaved_order(Dh)             the permutation of dimensions that turns one layout into the other
+    YaRN(factor, original_context)    RoPE stretched to a longer context (DeepSeek-V3, chapter 14)
 
 RoPE rotates each pair of a query's (and key's) dimensions by an angle ``position × speed``. A rotation keeps
 lengths and the dot product of two rotated vectors depends only on the *difference* of their angles, so the score
@@ -14,6 +15,9 @@ of query ``m`` and key ``n`` depends on ``m - n``, not on ``m`` and ``n`` themse
 """
 
 from __future__ import annotations
+
+import math
+from typing import NamedTuple
 
 import torch
 
@@ -48,15 +52,16 @@ def rope_frequencies(head_dim: int, theta: float = 10000.0) -> Tensor:
     return 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
 
 
-def rope_cos_sin(positions: Tensor, head_dim: int, theta: float = 10000.0, dtype=torch.float32):
+def rope_cos_sin(positions: Tensor, head_dim: int, theta: float = 10000.0, dtype=torch.float32, *,
+                 speeds: Tensor | None = None):
     """``cos`` and ``sin`` of ``position × speed``, each ``(T, Dh)`` in the rotate-half layout.
 
     The speeds are repeated (``cat(speeds, speeds)``) because dimension ``i`` is paired with ``i + Dh/2``. The
     angles are formed in float32 whatever ``dtype`` (a position of 4,000 times a speed near 1 needs the digits),
-    then cast.
+    then cast. ``speeds`` ``(Dh/2,)`` replaces ``θ^(-2i/Dh)`` (e.g. ``YaRN.speeds``).
     """
     positions = _check_positions(positions)
-    speeds = rope_frequencies(head_dim, theta).to(positions.device)  # (Dh/2,)
+    speeds = _speeds(head_dim, theta, speeds).to(positions.device)  # (Dh/2,)
     angles = positions.float()[:, None] * speeds  # (T, 1) * (Dh/2,) -> (T, Dh/2)
     angles = torch.cat([angles, angles], dim=-1)  # (T, Dh): dimension i and i + Dh/2 turn together
     return angles.cos().to(dtype), angles.sin().to(dtype)
@@ -69,16 +74,17 @@ def rotate_half(x: Tensor) -> Tensor:
     return torch.cat([-x2, x1], dim=-1)
 
 
-def apply_rope(x: Tensor, positions: Tensor, theta: float = 10000.0) -> Tensor:
+def apply_rope(x: Tensor, positions: Tensor, theta: float = 10000.0, *, speeds: Tensor | None = None) -> Tensor:
     """Rotary positions in the rotate-half layout: ``x·cos + rotate_half(x)·sin``.
 
     ``x`` ``(..., T, Dh)`` (queries or keys, any number of heads before ``T``), ``positions`` ``(T,)`` integers:
     the true position of each of the T tokens (``past .. past + T - 1`` after a KV cache holding ``past``).
-    Pair ``(x[i], x[i + Dh/2])`` of token ``t`` turns by ``positions[t] · θ^(-2i/Dh)``.
+    Pair ``(x[i], x[i + Dh/2])`` of token ``t`` turns by ``positions[t] · θ^(-2i/Dh)``, or by
+    ``positions[t] · speeds[i]`` when ``speeds`` ``(Dh/2,)`` is given (YaRN's stretched speeds, chapter 14).
     """
     check_tensor("x", x)
     _check_rope_input(x, positions)
-    cos, sin = rope_cos_sin(positions, x.shape[-1], theta, x.dtype)  # (T, Dh) each, broadcast over heads
+    cos, sin = rope_cos_sin(positions, x.shape[-1], theta, x.dtype, speeds=speeds)  # (T, Dh) each, over heads
     return x * cos + rotate_half(x) * sin
 
 
@@ -103,6 +109,80 @@ def interleaved_order(head_dim: int) -> Tensor:
     ``(i, i + Dh/2)``, so that ``apply_rope(x[..., order]) == apply_rope_interleaved(x)[..., order]``."""
     head_dim = _check_even("head_dim", head_dim)
     return torch.cat([torch.arange(0, head_dim, 2), torch.arange(1, head_dim, 2)])
+
+
+def yarn_mscale(factor: float, mscale: float = 1.0) -> float:
+    """YaRN's attention temperature ``0.1 · mscale · ln(factor) + 1`` (1 when ``factor <= 1``), DeepSeek's form."""
+    factor = check_positive_float("factor", factor)
+    return 1.0 if factor <= 1 else 0.1 * float(mscale) * math.log(factor) + 1.0
+
+
+class YaRN(NamedTuple):
+    """YaRN (Peng et al. 2023): RoPE stretched to a context ``factor`` times longer than the one trained on.
+
+    A pair that turns many times over the original context (more than ``beta_fast`` turns) already knows every
+    angle and keeps its speed; a pair that turns less than ``beta_slow`` times is slowed down by ``factor``, so
+    that the longer context maps onto angles it has seen; the pairs between get a linear mix. Longer contexts also
+    flatten the softmax, which YaRN corrects with a temperature (``yarn_mscale``): DeepSeek multiplies cos and sin
+    by ``rope_gain`` and the softmax scale by ``softmax_gain``. DeepSeek-V3: factor 40, original 4,096 tokens,
+    mscale = mscale_all_dim = 1 (so ``rope_gain`` is 1 and ``softmax_gain`` is (0.1 ln 40 + 1)² ≈ 1.87).
+    Computed as transformers' ``_compute_yarn_parameters`` computes it.
+    """
+
+    factor: float
+    original_context_length: int
+    beta_fast: float = 32.0
+    beta_slow: float = 1.0
+    mscale: float = 1.0
+    mscale_all_dim: float = 0.0
+    truncate: bool = True
+
+    def speeds(self, head_dim: int, theta: float = 10000.0) -> Tensor:
+        """The stretched speeds ``(Dh/2,)``: θ^(-2i/Dh) for the fast pairs, divided by ``factor`` for the slow."""
+        head_dim = _check_even("head_dim", head_dim)
+        theta = check_positive_float("theta", theta)
+        factor = check_positive_float("factor", self.factor)
+        original = check_positive_int("original_context_length", self.original_context_length)
+
+        def pair_index(turns: float) -> float:  # the pair i that makes `turns` turns over the original context
+            return head_dim * math.log(original / (turns * 2 * math.pi)) / (2 * math.log(theta))
+
+        low, high = pair_index(self.beta_fast), pair_index(self.beta_slow)
+        if self.truncate:
+            low, high = math.floor(low), math.ceil(high)
+        low, high = max(low, 0), min(high, head_dim - 1)
+        if low == high:
+            high += 0.001  # as transformers: avoid dividing by zero
+        ramp = ((torch.arange(head_dim // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)  # (Dh/2,)
+        keep = 1 - ramp  # 1: a fast pair keeps its speed (extrapolates); 0: a slow pair is slowed (interpolates)
+        base = theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)  # θ^(2i/Dh)
+        return (1.0 / (factor * base)) * (1 - keep) + (1.0 / base) * keep
+
+    @property
+    def rope_gain(self) -> float:
+        """What cos and sin are multiplied by (transformers' ``attention_factor``)."""
+        if self.mscale and self.mscale_all_dim:
+            return yarn_mscale(self.factor, self.mscale) / yarn_mscale(self.factor, self.mscale_all_dim)
+        return yarn_mscale(self.factor)
+
+    @property
+    def softmax_gain(self) -> float:
+        """What DeepSeek multiplies the softmax scale by: ``yarn_mscale(factor, mscale_all_dim)²``."""
+        if not self.mscale_all_dim:
+            return 1.0
+        return yarn_mscale(self.factor, self.mscale_all_dim) ** 2
+
+
+def _speeds(head_dim: int, theta: float, speeds: Tensor | None) -> Tensor:
+    if speeds is None:
+        return rope_frequencies(head_dim, theta)
+    check_tensor("speeds", speeds, ndim=1, layout="(Dh/2,)")
+    if speeds.shape[0] * 2 != head_dim:
+        raise ValueError(f"speeds must hold one speed per pair of dimensions, head_dim/2 = {head_dim // 2}, got "
+                         f"{speeds.shape[0]}")
+    if not speeds.is_floating_point():
+        raise TypeError(f"speeds must be a floating tensor (radians per position), got {speeds.dtype}")
+    return speeds.float()
 
 
 def _check_even(name: str, value) -> int:
@@ -138,6 +218,6 @@ def _check_rope_input(x: Tensor, positions) -> None:
 
 
 __all__ = [
-    "apply_rope", "apply_rope_interleaved", "interleaved_order", "rope_cos_sin", "rope_frequencies", "rotate_half",
-    "sinusoidal_positions",
+    "YaRN", "apply_rope", "apply_rope_interleaved", "interleaved_order", "rope_cos_sin", "rope_frequencies",
+    "rotate_half", "sinusoidal_positions", "yarn_mscale",
 ]

@@ -3,6 +3,8 @@
     attention_parameter_count(D)   4·D² + 4·D      W_q, W_k, W_v, W_o (D × D each) and their four biases
     gpt_parameter_count(D, L)      the whole GPT-2-style decoder: embeddings, L blocks, final layer norm
     kv_cache_bytes(L, G, Dh, T)    L × 2 × G × Dh × T × bytes: what a decoder keeps per sequence while it generates
+    kv_cache_bytes(L, tokens=T, kv_lora_rank=r, qk_rope_head_dim=dr)   L × (r + dr) × T × bytes: MLA (chapter 14)
+    latent_attention_parameter_count(...)   the parameters of DeepSeek's latent attention layer
 
 The number of heads does not change the count of the 2017 layer, on purpose: the heads *share out* the D columns
 of W_q, W_k and W_v (each head gets Dh = D / H of them), so 1, 12 or 768 heads hold exactly the same number of
@@ -111,7 +113,12 @@ def gpt_parameter_count(
 
 
 class DecoderAttention(NamedTuple):
-    """The attention sizes of a published decoder that fix its KV cache (chapter 12)."""
+    """The attention sizes of a published decoder that fix its KV cache (chapters 12 and 14).
+
+    For latent attention (MLA, ``kv_lora_rank`` set) the cache holds the latent and the shared rotary key,
+    ``kv_lora_rank + qk_rope_head_dim`` numbers per token and layer; ``head_dim`` is then the width of a query/key
+    head (``qk_nope_head_dim + qk_rope_head_dim``), and ``num_kv_heads`` the heads the latent expands into.
+    """
 
     n_layers: int
     num_heads: int
@@ -120,14 +127,27 @@ class DecoderAttention(NamedTuple):
     d_model: int
     context_length: int
     window: int | None = None  # sliding-window attention: the cache never holds more than this many tokens
+    kv_lora_rank: int | None = None  # latent attention: the latent's width
+    qk_rope_head_dim: int | None = None  # latent attention: the shared rotary key's width
+
+    @property
+    def cache_numbers_per_token(self) -> int:
+        """Numbers one token adds to one layer's cache: ``2·G·Dh``, or ``r + dr`` for latent attention."""
+        if self.kv_lora_rank is not None:
+            return self.kv_lora_rank + self.qk_rope_head_dim
+        return 2 * self.num_kv_heads * self.head_dim
 
     def kv_cache_bytes(self, tokens: int, *, bytes_per_element: int = 2, batch_size: int = 1) -> int:
         """``kv_cache_bytes`` with this model's sizes (float16/bfloat16 by default: 2 bytes per number)."""
+        if self.kv_lora_rank is not None:
+            return kv_cache_bytes(self.n_layers, tokens=tokens, kv_lora_rank=self.kv_lora_rank,
+                                  qk_rope_head_dim=self.qk_rope_head_dim, bytes_per_element=bytes_per_element,
+                                  batch_size=batch_size, window=self.window)
         return kv_cache_bytes(self.n_layers, self.num_kv_heads, self.head_dim, tokens,
                               bytes_per_element=bytes_per_element, batch_size=batch_size, window=self.window)
 
 
-#: Published configurations (their config.json / papers): the 2017 layout (G = H), GQA, and GQA with a window.
+#: Published configurations (their config.json / papers): the 2017 layout (G = H), GQA, GQA with a window, MLA.
 DECODER_CONFIGS = {
     "gpt2-small": DecoderAttention(n_layers=12, num_heads=12, num_kv_heads=12, head_dim=64, d_model=768,
                                    context_length=1024),
@@ -137,15 +157,20 @@ DECODER_CONFIGS = {
                                    context_length=8192),
     "mistral-7b": DecoderAttention(n_layers=32, num_heads=32, num_kv_heads=8, head_dim=128, d_model=4096,
                                    context_length=32768, window=4096),
+    # DeepSeek-V3's config.json: 128 heads of 128 + 64 (qk_nope + qk_rope) for queries and keys, 128 for values
+    "deepseek-v3": DecoderAttention(n_layers=61, num_heads=128, num_kv_heads=128, head_dim=192, d_model=7168,
+                                    context_length=163840, kv_lora_rank=512, qk_rope_head_dim=64),
 }
 
 
 def kv_cache_bytes(
     n_layers: int,
-    num_kv_heads: int,
-    head_dim: int,
-    tokens: int,
+    num_kv_heads: int | None = None,
+    head_dim: int | None = None,
+    tokens: int | None = None,
     *,
+    kv_lora_rank: int | None = None,
+    qk_rope_head_dim: int | None = None,
     bytes_per_element: int = 2,
     batch_size: int = 1,
     window: int | None = None,
@@ -155,18 +180,73 @@ def kv_cache_bytes(
     ``num_kv_heads`` is G: the key/value heads, not the query heads (GQA divides the cache by H / G). With a
     sliding ``window`` W the cache holds at most W tokens per layer (``min(tokens, W)``). The default 2 bytes per
     number is float16 / bfloat16, the usual inference dtype; float32 is 4.
+
+    Latent attention (MLA, chapter 14): give ``kv_lora_rank`` r and ``qk_rope_head_dim`` dr instead of G and Dh;
+    each token then costs ``r + dr`` numbers per layer (the latent and the shared rotary key):
+    ``layers × (r + dr) × tokens × bytes × batch``.
     """
     n_layers = check_positive_int("n_layers", n_layers)
-    num_kv_heads = check_positive_int("num_kv_heads", num_kv_heads)
-    head_dim = check_positive_int("head_dim", head_dim)
+    if tokens is None:
+        raise TypeError("kv_cache_bytes needs tokens, the number of tokens the cache holds")
     tokens = check_int("tokens", tokens, low=0)
     bytes_per_element = check_positive_int("bytes_per_element", bytes_per_element)
     batch_size = check_positive_int("batch_size", batch_size)
     held = tokens if window is None else min(tokens, check_positive_int("window", window))
-    return n_layers * 2 * num_kv_heads * head_dim * held * bytes_per_element * batch_size
+    latent = kv_lora_rank is not None or qk_rope_head_dim is not None
+    if latent:
+        if num_kv_heads is not None or head_dim is not None:
+            raise ValueError("give either num_kv_heads and head_dim (keys and values per head) or kv_lora_rank and "
+                             "qk_rope_head_dim (latent attention), not both")
+        if kv_lora_rank is None or qk_rope_head_dim is None:
+            raise ValueError("latent attention needs both kv_lora_rank and qk_rope_head_dim (the latent and the "
+                             f"shared rotary key), got kv_lora_rank={kv_lora_rank!r}, "
+                             f"qk_rope_head_dim={qk_rope_head_dim!r}")
+        per_token = check_positive_int("kv_lora_rank", kv_lora_rank) + check_positive_int(
+            "qk_rope_head_dim", qk_rope_head_dim)
+    else:
+        if num_kv_heads is None or head_dim is None:
+            raise TypeError("kv_cache_bytes needs num_kv_heads and head_dim (or, for latent attention, kv_lora_rank "
+                            "and qk_rope_head_dim)")
+        per_token = 2 * check_positive_int("num_kv_heads", num_kv_heads) * check_positive_int("head_dim", head_dim)
+    return n_layers * per_token * held * bytes_per_element * batch_size
+
+
+def latent_attention_parameter_count(
+    d_model: int,
+    num_heads: int,
+    kv_lora_rank: int,
+    qk_nope_head_dim: int,
+    qk_rope_head_dim: int,
+    v_head_dim: int,
+    q_lora_rank: int | None = None,
+    bias: bool = False,
+) -> int:
+    """Parameters of one multi-head latent attention layer (``mha_lib.MultiHeadLatentAttention``, DeepSeek's).
+
+    queries   ``D × H(dn + dr)``, or through a compressed query: ``D × rq`` + RMSNorm ``rq`` + ``rq × H(dn + dr)``
+    kv_down   ``D × (r + dr)``: the latent and the shared rotary key;  RMSNorm ``r``
+    kv_up     ``r × H(dn + dv)``: W_uk and W_uv of every head;  out_proj ``H·dv × D``
+    ``bias`` adds biases to the down-projections and the output (DeepSeek's ``attention_bias``).
+    """
+    d = check_positive_int("d_model", d_model)
+    h = check_positive_int("num_heads", num_heads)
+    r = check_positive_int("kv_lora_rank", kv_lora_rank)
+    dn = check_positive_int("qk_nope_head_dim", qk_nope_head_dim)
+    dr = check_positive_int("qk_rope_head_dim", qk_rope_head_dim)
+    dv = check_positive_int("v_head_dim", v_head_dim)
+    bias = check_flag("bias", bias)
+    q_width = h * (dn + dr)
+    if q_lora_rank is None:
+        queries = d * q_width
+    else:
+        rq = check_positive_int("q_lora_rank", q_lora_rank)
+        queries = d * rq + rq * bias + rq + rq * q_width  # q_down (+ bias), its RMSNorm, q_up
+    keys_values = d * (r + dr) + (r + dr) * bias + r + r * h * (dn + dv)  # kv_down (+ bias), RMSNorm, kv_up
+    output = h * dv * d + d * bias
+    return queries + keys_values + output
 
 
 __all__ = [
     "DECODER_CONFIGS", "DecoderAttention", "GPTConfig", "GPT_CONFIGS", "attention_parameter_count",
-    "gpt_parameter_count", "kv_cache_bytes",
+    "gpt_parameter_count", "kv_cache_bytes", "latent_attention_parameter_count",
 ]

@@ -108,12 +108,12 @@ CASES = [
         TypeError, esc("causal must be True or False, got str 'yes'"), id="causal-str",
     ),
     pytest.param(
-        lambda: small_mha(kernel="flash"),
-        ValueError, esc("kernel must be one of ['explicit', 'sdpa'], got 'flash'"), id="kernel-unknown",
+        lambda: small_mha(kernel="tiled"),
+        ValueError, esc("kernel must be one of ['explicit', 'flash', 'sdpa'], got 'tiled'"), id="kernel-unknown",
     ),
     pytest.param(
         lambda: FusedMultiHeadAttention(6, 6, 4, 0.0, 2, kernel="Explicit"),
-        ValueError, esc("kernel must be one of ['explicit', 'sdpa'], got 'Explicit'"), id="fused-kernel-unknown",
+        ValueError, esc("kernel must be one of ['explicit', 'flash', 'sdpa'], got 'Explicit'"), id="fused-kernel-unknown",
     ),
     pytest.param(
         lambda: small_mha(d_kv_in=0),
