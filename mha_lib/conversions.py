@@ -198,7 +198,8 @@ def attention_from_deepseek(deepseek_v3_attention: nn.Module, config) -> MultiHe
         yarn = YaRN(factor=float(factor), original_context_length=int(original),
                     beta_fast=float(rope.get("beta_fast") or 32), beta_slow=float(rope.get("beta_slow") or 1),
                     mscale=float(rope.get("mscale") or 0.0), mscale_all_dim=float(rope.get("mscale_all_dim") or 0.0),
-                    truncate=bool(rope.get("truncate", True)))
+                    truncate=bool(rope.get("truncate", True)),
+                    attention_factor=None if rope.get("attention_factor") is None else float(rope["attention_factor"]))
     q_lora_rank = getattr(config, "q_lora_rank", None)
     kv_down = ref.kv_a_proj_with_mqa
     layer = MultiHeadLatentAttention(

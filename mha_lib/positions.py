@@ -136,6 +136,7 @@ class YaRN(NamedTuple):
     mscale: float = 1.0
     mscale_all_dim: float = 0.0
     truncate: bool = True
+    attention_factor: float | None = None  # cos/sin gain given outright (transformers' key); None: from mscale
 
     def speeds(self, head_dim: int, theta: float = 10000.0) -> Tensor:
         """The stretched speeds ``(Dh/2,)``: θ^(-2i/Dh) for the fast pairs, divided by ``factor`` for the slow."""
@@ -161,6 +162,8 @@ class YaRN(NamedTuple):
     @property
     def rope_gain(self) -> float:
         """What cos and sin are multiplied by (transformers' ``attention_factor``)."""
+        if self.attention_factor is not None:
+            return check_positive_float("attention_factor", self.attention_factor)
         if self.mscale and self.mscale_all_dim:
             return yarn_mscale(self.factor, self.mscale) / yarn_mscale(self.factor, self.mscale_all_dim)
         return yarn_mscale(self.factor)

@@ -133,13 +133,16 @@ class DecoderAttention(NamedTuple):
     @property
     def cache_numbers_per_token(self) -> int:
         """Numbers one token adds to one layer's cache: ``2·G·Dh``, or ``r + dr`` for latent attention."""
+        if (self.kv_lora_rank is None) != (self.qk_rope_head_dim is None):
+            raise ValueError(f"latent attention needs both kv_lora_rank and qk_rope_head_dim, got "
+                             f"kv_lora_rank={self.kv_lora_rank!r}, qk_rope_head_dim={self.qk_rope_head_dim!r}")
         if self.kv_lora_rank is not None:
             return self.kv_lora_rank + self.qk_rope_head_dim
         return 2 * self.num_kv_heads * self.head_dim
 
     def kv_cache_bytes(self, tokens: int, *, bytes_per_element: int = 2, batch_size: int = 1) -> int:
         """``kv_cache_bytes`` with this model's sizes (float16/bfloat16 by default: 2 bytes per number)."""
-        if self.kv_lora_rank is not None:
+        if self.kv_lora_rank is not None or self.qk_rope_head_dim is not None:
             return kv_cache_bytes(self.n_layers, tokens=tokens, kv_lora_rank=self.kv_lora_rank,
                                   qk_rope_head_dim=self.qk_rope_head_dim, bytes_per_element=bytes_per_element,
                                   batch_size=batch_size, window=self.window)

@@ -53,6 +53,8 @@ def tiny_deepseek_attention(
         rope.update(rope_type="yarn", factor=yarn.factor, original_max_position_embeddings=yarn.original_context_length,
                     beta_fast=yarn.beta_fast, beta_slow=yarn.beta_slow, mscale=yarn.mscale,
                     mscale_all_dim=yarn.mscale_all_dim, truncate=yarn.truncate)
+        if yarn.attention_factor is not None:
+            rope["attention_factor"] = yarn.attention_factor
     config = DeepseekV3Config(
         hidden_size=check_positive_int("hidden_size", hidden_size), num_attention_heads=num_heads,
         num_key_value_heads=num_heads,  # the default is 128, whatever num_attention_heads says

@@ -209,3 +209,49 @@ def test_todays_layer_with_a_cache_matches_cpu(kernel, num_kv_heads, rope_theta,
         start += size
     assert (gpu_cache.seen, gpu_cache.length, gpu_cache.nbytes) == (cpu_cache.seen, cpu_cache.length,
                                                                      cpu_cache.nbytes)
+
+
+@pytest.mark.parametrize("causal", (False, True))
+@pytest.mark.parametrize("T, S, block_size", [(7, 7, 3), (5, 11, 4), (11, 5, 2)])
+def test_flash_attention_matches_cpu(T, S, block_size, causal):
+    """The tiled kernel (chapter 14) on the GPU: the CPU's context, log-sum-exp and gradients."""
+    gen = torch.Generator().manual_seed(T * S)
+    q, k, v = (torch.randn(2, 3, n, w, generator=gen) for n, w in ((T, 4), (S, 4), (S, 5)))
+    keep = torch.rand(2, 1, T, S, generator=gen) < 0.7
+    keep[1, :, 0] = False  # a query with nothing to attend to
+    upstream = torch.randn(2, 3, T, 5, generator=gen)
+
+    def run(q, k, v, keep, upstream):
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        context, lse = mha_lib.flash_attention(*leaves, causal=causal, mask=keep, block_size=block_size,
+                                               return_lse=True)
+        (context * upstream).sum().backward()
+        return [context, lse] + [t.grad for t in leaves]
+
+    cpu = run(q, k, v, keep, upstream)
+    gpu = run(q.to(GPU), k.to(GPU), v.to(GPU), keep.to(GPU), upstream.to(GPU))
+    assert (gpu[0][1, :, 0] == 0).all()
+    for gpu_result, cpu_result in zip(gpu, cpu, strict=True):
+        assert_same_on_cpu(gpu_result, cpu_result, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("absorbed", (False, True))
+@pytest.mark.parametrize("kernel", ("explicit", "sdpa", "flash"))
+def test_latent_attention_with_a_cache_matches_cpu(kernel, absorbed):
+    """DeepSeek's latent attention (chapter 14), YaRN and a compressed query, fed through a KVCache in chunks."""
+    torch.manual_seed(0)
+    cpu_layer = mha_lib.MultiHeadLatentAttention(
+        16, 4, kv_lora_rank=8, qk_nope_head_dim=4, qk_rope_head_dim=4, v_head_dim=3, q_lora_rank=6, context_length=32,
+        yarn=mha_lib.YaRN(4.0, 8, mscale=0.8, mscale_all_dim=1.0), bias=True, kernel=kernel).eval()
+    gpu_layer = copy.deepcopy(cpu_layer).to(GPU)
+    x = torch.randn(2, 9, 16)
+    assert_same_on_cpu(gpu_layer(x.to(GPU), absorbed=absorbed), cpu_layer(x, absorbed=absorbed))
+    cpu_cache, gpu_cache = mha_lib.KVCache(), mha_lib.KVCache()
+    start = 0
+    for size in (1, 4, 3, 1):
+        chunk = x[:, start:start + size]
+        cpu_out = cpu_layer(chunk, kv_cache=cpu_cache, absorbed=absorbed)
+        gpu_out = gpu_layer(chunk.to(GPU), kv_cache=gpu_cache, absorbed=absorbed)
+        assert_same_on_cpu(gpu_out, cpu_out)
+        start += size
+    assert gpu_cache.nbytes == cpu_cache.nbytes == 2 * 9 * (8 + 4) * 4

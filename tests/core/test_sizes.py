@@ -1,4 +1,4 @@
-"""Parameter counts (mha_lib.sizes) against the parameters real layers hold."""
+"""Parameter counts and KV cache sizes (mha_lib.sizes) against what real layers hold."""
 
 from __future__ import annotations
 
@@ -7,7 +7,14 @@ import torch
 from torch import nn
 
 import mha_lib
-from mha_lib.sizes import GPT_CONFIGS, attention_parameter_count, gpt_parameter_count
+from mha_lib.sizes import (
+    GPT_CONFIGS,
+    DecoderAttention,
+    attention_parameter_count,
+    gpt_parameter_count,
+    kv_cache_bytes,
+    latent_attention_parameter_count,
+)
 
 
 def numel(module: nn.Module) -> int:
@@ -97,6 +104,104 @@ def test_published_gpt_sizes():
     ],
 )
 def test_bad_input(call, error, text):
+    with pytest.raises(error) as info:
+        call()
+    assert text in str(info.value)
+
+
+# --- the KV cache of published decoders, latent attention included (chapters 12 and 14) -------------------------
+
+
+def test_the_published_decoders_are_unchanged():
+    configs = mha_lib.DECODER_CONFIGS
+    assert list(configs) == ["gpt2-small", "llama-2-7b", "llama-3-8b", "mistral-7b", "deepseek-v3"]
+    assert configs["gpt2-small"] == DecoderAttention(12, 12, 12, 64, 768, 1024)
+    assert configs["llama-2-7b"] == DecoderAttention(32, 32, 32, 128, 4096, 4096)
+    assert configs["llama-3-8b"] == DecoderAttention(32, 32, 8, 128, 4096, 8192)
+    assert configs["mistral-7b"] == DecoderAttention(32, 32, 8, 128, 4096, 32768, window=4096)
+    for name in ("gpt2-small", "llama-2-7b", "llama-3-8b", "mistral-7b"):
+        assert configs[name].kv_lora_rank is None and configs[name].qk_rope_head_dim is None
+    per_token = {name: c.kv_cache_bytes(1) for name, c in configs.items()}
+    assert per_token == {"gpt2-small": 36_864, "llama-2-7b": 524_288, "llama-3-8b": 131_072, "mistral-7b": 131_072,
+                         "deepseek-v3": 70_272}
+
+
+def test_deepseek_v3_caches_576_numbers_per_token_and_layer():
+    v3 = mha_lib.DECODER_CONFIGS["deepseek-v3"]
+    assert (v3.n_layers, v3.num_heads, v3.d_model, v3.context_length) == (61, 128, 7168, 163_840)
+    assert (v3.kv_lora_rank, v3.qk_rope_head_dim, v3.head_dim) == (512, 64, 128 + 64)
+    assert v3.cache_numbers_per_token == 512 + 64 == 576
+    assert v3.kv_cache_bytes(1) == 61 * 576 * 2 == 70_272  # bfloat16
+    assert kv_cache_bytes(61, tokens=1, kv_lora_rank=512, qk_rope_head_dim=64) == 70_272
+    # plain multi-head attention with 128 heads of 192 numbers would cache 2 × 128 × 192 per token and layer:
+    # MLA keeps about 1.2 % of that
+    assert v3.kv_cache_bytes(1) / kv_cache_bytes(61, 128, 192, 1) < 0.02
+    assert v3.kv_cache_bytes(v3.context_length) == 70_272 * 163_840  # a full context: about 10.7 GiB per sequence
+    assert v3.kv_cache_bytes(10, bytes_per_element=4, batch_size=3) == 61 * 576 * 10 * 4 * 3
+
+
+def test_cache_numbers_per_token():
+    configs = mha_lib.DECODER_CONFIGS
+    assert configs["gpt2-small"].cache_numbers_per_token == 2 * 12 * 64
+    assert configs["llama-3-8b"].cache_numbers_per_token == 2 * 8 * 128  # the kv heads, not the query heads
+    for c in configs.values():
+        assert c.kv_cache_bytes(1) == c.n_layers * c.cache_numbers_per_token * 2
+
+
+def test_mla_kv_cache_bytes_formula_and_window():
+    assert kv_cache_bytes(2, tokens=5, kv_lora_rank=16, qk_rope_head_dim=8) == 2 * 24 * 5 * 2
+    assert kv_cache_bytes(2, tokens=0, kv_lora_rank=16, qk_rope_head_dim=8) == 0
+    assert kv_cache_bytes(3, tokens=9, kv_lora_rank=4, qk_rope_head_dim=2, window=4, batch_size=2,
+                          bytes_per_element=4) == 3 * 6 * 4 * 2 * 4  # the window caps the tokens held
+
+
+def test_mla_kv_cache_bytes_is_what_the_layers_caches_hold():
+    """Two MLA layers, each with its own KVCache, fed 7 tokens in chunks: the caches' bytes are the formula's."""
+    layers = [mha_lib.MultiHeadLatentAttention(16, 2, kv_lora_rank=6, qk_nope_head_dim=4, qk_rope_head_dim=4,
+                                               v_head_dim=3) for _ in range(2)]
+    caches = [mha_lib.KVCache() for _ in layers]
+    x = torch.randn(3, 7, 16)
+    with torch.no_grad():
+        for start, stop in ((0, 2), (2, 3), (3, 7)):
+            h = x[:, start:stop]
+            for layer, cache in zip(layers, caches):
+                h = layer(h, kv_cache=cache)
+            expected = kv_cache_bytes(2, tokens=stop, kv_lora_rank=6, qk_rope_head_dim=4, bytes_per_element=4,
+                                      batch_size=3)
+            assert sum(cache.nbytes for cache in caches) == expected
+
+
+@pytest.mark.parametrize(
+    "call, error, text",
+    [
+        (lambda: kv_cache_bytes(61, kv_lora_rank=512, qk_rope_head_dim=64), TypeError,
+         "kv_cache_bytes needs tokens, the number of tokens the cache holds"),
+        (lambda: kv_cache_bytes(61, 8, tokens=1, kv_lora_rank=512, qk_rope_head_dim=64), ValueError,
+         "give either num_kv_heads and head_dim (keys and values per head) or kv_lora_rank and qk_rope_head_dim "
+         "(latent attention), not both"),
+        (lambda: kv_cache_bytes(61, None, 128, 1, kv_lora_rank=512, qk_rope_head_dim=64), ValueError, "not both"),
+        (lambda: kv_cache_bytes(61, tokens=1, kv_lora_rank=512), ValueError,
+         "latent attention needs both kv_lora_rank and qk_rope_head_dim (the latent and the shared rotary key), got "
+         "kv_lora_rank=512, qk_rope_head_dim=None"),
+        (lambda: kv_cache_bytes(61, tokens=1, qk_rope_head_dim=64), ValueError, "got kv_lora_rank=None, "
+                                                                                 "qk_rope_head_dim=64"),
+        (lambda: kv_cache_bytes(61, tokens=1, kv_lora_rank=0, qk_rope_head_dim=64), ValueError,
+         "kv_lora_rank must be a positive int (>= 1), got 0"),
+        (lambda: kv_cache_bytes(61, tokens=1, kv_lora_rank=512, qk_rope_head_dim=6.4), TypeError,
+         "qk_rope_head_dim must be a positive int, got float 6.4"),
+        (lambda: kv_cache_bytes(61, tokens=1), TypeError,
+         "kv_cache_bytes needs num_kv_heads and head_dim (or, for latent attention, kv_lora_rank and "
+         "qk_rope_head_dim)"),
+        (lambda: kv_cache_bytes(61, 8, tokens=1), TypeError, "kv_cache_bytes needs num_kv_heads and head_dim"),
+        (lambda: latent_attention_parameter_count(16, 2, 8, 4, 4, 0), ValueError,
+         "v_head_dim must be a positive int (>= 1), got 0"),
+        (lambda: latent_attention_parameter_count(16, 2, 8, 4, 4, 3, q_lora_rank=2.5), TypeError,
+         "q_lora_rank must be a positive int, got float 2.5"),
+        (lambda: latent_attention_parameter_count(16, 2, 8, 4, 4, 3, bias=1), TypeError,
+         "bias must be True or False, got int 1"),
+    ],
+)
+def test_bad_mla_sizes(call, error, text):
     with pytest.raises(error) as info:
         call()
     assert text in str(info.value)
