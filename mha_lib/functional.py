@@ -402,7 +402,9 @@ def online_softmax_start(rows_shape, value_width: int, *, dtype=torch.float32, d
     )
 
 
-def online_softmax_step(state: OnlineSoftmaxState, scores: Tensor, values: Tensor) -> OnlineSoftmaxState:
+def online_softmax_step(
+    state: OnlineSoftmaxState, scores: Tensor, values: Tensor, *, dropout_p: float = 0.0
+) -> OnlineSoftmaxState:
     """One step of the online softmax (Milakov & Gimelshein 2018): take in one block of keys.
 
     ``scores`` ``(..., Tb, Sb)`` the block's scaled scores (``-inf`` where masked), ``values`` ``(..., Sb, Dv)``.
@@ -412,7 +414,8 @@ def online_softmax_step(state: OnlineSoftmaxState, scores: Tensor, values: Tenso
         m' = max(m, max(scores))        l' = exp(m - m')·l + Σ exp(scores - m')
         o' = exp(m - m')·o + exp(scores - m') @ values
 
-    After the last block, ``o' / l'`` is exactly ``softmax(all scores) @ all values``.
+    After the last block, ``o' / l'`` is exactly ``softmax(all scores) @ all values``. With ``dropout_p``, dropped
+    weights leave the output but not the sum: the same as dropout on the normalised weights.
     """
     new_max = torch.maximum(state.max, scores.amax(dim=-1, keepdim=True))  # (..., Tb, 1)
     # a row that has seen only masked keys keeps max -inf: shift it by 0 instead (exp(-inf - -inf) would be NaN)
@@ -422,7 +425,8 @@ def online_softmax_step(state: OnlineSoftmaxState, scores: Tensor, values: Tenso
     return OnlineSoftmaxState(
         max=new_max,
         total=rescale * state.total + weights.sum(dim=-1, keepdim=True),
-        output=rescale * state.output + weights @ values,  # (..., Tb, Sb) @ (..., Sb, Dv) -> (..., Tb, Dv)
+        # (..., Tb, Sb) @ (..., Sb, Dv) -> (..., Tb, Dv)
+        output=rescale * state.output + (F.dropout(weights, p=dropout_p) if dropout_p else weights) @ values,
         rescale=rescale,
     )
 
@@ -531,10 +535,7 @@ def _flash_forward(q, k, v, mask, causal, scale, block_size, dropout_p=0.0):
         if keep is not None:
             scores = scores.masked_fill(~keep, float("-inf"))
         values = v[..., cols, :]
-        if dropout_p > 0:
-            state = _dropout_step(state, scores, values, dropout_p)
-        else:
-            state = online_softmax_step(state, scores, values)
+        state = online_softmax_step(state, scores, values, dropout_p=dropout_p)
         states[rows.start] = state
     for i0 in range(0, T, block_size):
         rows = slice(i0, min(i0 + block_size, T))
@@ -546,16 +547,6 @@ def _flash_forward(q, k, v, mask, causal, scale, block_size, dropout_p=0.0):
         context[..., rows, :] = state.result()
         lse[..., rows] = (state.max + state.total.log()).squeeze(-1)  # log Σ exp(s) = m + log Σ exp(s - m)
     return context, lse
-
-
-def _dropout_step(state, scores, values, dropout_p):
-    """``online_softmax_step`` with dropout on the weights: dropped keys leave the output, not the sum."""
-    new_max = torch.maximum(state.max, scores.amax(dim=-1, keepdim=True))
-    shift = new_max.masked_fill(new_max == float("-inf"), 0.0)
-    rescale = torch.exp(state.max - shift)
-    weights = torch.exp(scores - shift)
-    return OnlineSoftmaxState(new_max, rescale * state.total + weights.sum(dim=-1, keepdim=True),
-                              rescale * state.output + F.dropout(weights, p=dropout_p) @ values, rescale)
 
 
 class _FlashAttention(torch.autograd.Function):

@@ -226,9 +226,9 @@ def tiles_not_in_the_future(T: int, S: int, block_size: int) -> int:
 def test_a_causal_call_folds_in_only_the_tiles_not_wholly_in_the_future(monkeypatch, T, S, block_size):
     steps = []
 
-    def counting_step(state, scores, values):
+    def counting_step(state, scores, values, **options):
         steps.append(tuple(scores.shape[-2:]))
-        return original(state, scores, values)
+        return original(state, scores, values, **options)
 
     original = functional.online_softmax_step
     monkeypatch.setattr(functional, "online_softmax_step", counting_step)
