@@ -37,8 +37,8 @@ test-newest:
 notebooks: $(STAMP)
 	$(BIN)/python tests/refresh_notebooks.py
 
-# Re-measure speed, memory, import time (chapter 9) and KV-cache generation (chapter 12) into
-# mha_lib/benchmark_results/, then refresh chapters 9 and 12 (and their twins), which print them.
+# Re-measure speed, memory, import time (chapter 9), KV-cache generation (chapter 12) and the memory wall (chapter 14)
+# into mha_lib/benchmark_results/, then refresh chapters 9, 12 and 14 (and their twins), which print them.
 benchmarks: $(STAMP)
 	$(BIN)/python tests/benchmarks/run_all.py --quiet-below 10
 

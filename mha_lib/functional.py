@@ -479,26 +479,35 @@ def flash_attention(
     return (context, lse) if return_lse else context
 
 
-def _tiles(T: int, S: int, block_size: int, causal: bool):
-    """Yield ``(query slice, key slice, keep)`` for every tile that must be computed.
+def _query_blocks(T: int, block_size: int):
+    """The row slices of the query blocks: ``0:b, b:2b, ...`` (the last one may be shorter)."""
+    return [slice(i0, min(i0 + block_size, T)) for i0 in range(0, T, block_size)]
+
+
+def _key_tiles(rows: slice, T: int, S: int, block_size: int, causal: bool):
+    """Yield ``(key slice, keep)`` for every key block the query block ``rows`` must look at.
 
     ``keep`` is the tile's causal keep mask ``(Tb, Sb)``, or None when the whole tile is allowed. With ``causal``,
     query ``i`` sits at position ``S - T + i``; a key block starting after the query block's last position is in
     the future for every row of the block, and is skipped.
     """
     offset = S - T  # bottom-right alignment
-    for i0 in range(0, T, block_size):
-        i1 = min(i0 + block_size, T)
-        rows = slice(i0, i1)
-        for j0 in range(0, S, block_size):
-            j1 = min(j0 + block_size, S)
-            if causal and j0 > offset + i1 - 1:
-                break  # this block and every later one lie wholly in the future of all these queries
-            keep = None
-            if causal and j1 - 1 > offset + i0:  # the tile crosses the diagonal: some pairs are in the future
-                query_pos = torch.arange(offset + i0, offset + i1)
-                keep = torch.arange(j0, j1)[None, :] <= query_pos[:, None]  # (Tb, Sb)
-            yield rows, slice(j0, j1), keep
+    for j0 in range(0, S, block_size):
+        j1 = min(j0 + block_size, S)
+        if causal and j0 > offset + rows.stop - 1:
+            break  # this block and every later one lie wholly in the future of all these queries
+        keep = None
+        if causal and j1 - 1 > offset + rows.start:  # the tile crosses the diagonal: some pairs are in the future
+            query_positions = torch.arange(offset + rows.start, offset + rows.stop)
+            keep = torch.arange(j0, j1)[None, :] <= query_positions[:, None]  # (Tb, Sb)
+        yield slice(j0, j1), keep
+
+
+def _tiles(T: int, S: int, block_size: int, causal: bool):
+    """Yield ``(query slice, key slice, keep)`` for every tile that must be computed, query block by block."""
+    for rows in _query_blocks(T, block_size):
+        for cols, keep in _key_tiles(rows, T, S, block_size, causal):
+            yield rows, cols, keep
 
 
 def _tile_mask(mask: Tensor | None, keep: Tensor | None, rows: slice, cols: slice, device) -> Tensor | None:
@@ -524,27 +533,17 @@ def _flash_forward(q, k, v, mask, causal, scale, block_size, dropout_p=0.0):
     mask = _expand_mask(mask, T, S)
     context = q.new_empty(*q.shape[:-1], v.shape[-1])  # (..., T, Dv)
     lse = q.new_empty(q.shape[:-1])  # (..., T)
-    states = {}
-    for rows, cols, keep in _tiles(T, S, block_size, causal):
-        state = states.get(rows.start)
-        if state is None:
-            state = online_softmax_start(q.shape[:-2] + (rows.stop - rows.start,), v.shape[-1], dtype=q.dtype,
-                                         device=q.device)
-        scores = (q[..., rows, :] * scale) @ k[..., cols, :].transpose(-2, -1)  # (..., Tb, Dh) @ (..., Dh, Sb)
-        keep = _tile_mask(mask, keep, rows, cols, q.device)
-        if keep is not None:
-            scores = scores.masked_fill(~keep, float("-inf"))
-        values = v[..., cols, :]
-        state = online_softmax_step(state, scores, values, dropout_p=dropout_p)
-        states[rows.start] = state
-    for i0 in range(0, T, block_size):
-        rows = slice(i0, min(i0 + block_size, T))
-        state = states.get(i0)
-        if state is None:  # (causal, S < T) these queries come before every key: nothing to attend to
-            context[..., rows, :] = 0.0
-            lse[..., rows] = float("-inf")
-            continue
-        context[..., rows, :] = state.result()
+    for rows in _query_blocks(T, block_size):
+        # one block's running state at a time: memory is the output plus one (Tb × Sb) tile of scores
+        state = online_softmax_start((*q.shape[:-2], rows.stop - rows.start), v.shape[-1], dtype=q.dtype,
+                                     device=q.device)
+        for cols, keep in _key_tiles(rows, T, S, block_size, causal):
+            scores = (q[..., rows, :] * scale) @ k[..., cols, :].transpose(-2, -1)  # (..., Tb, Dh) @ (..., Dh, Sb)
+            keep = _tile_mask(mask, keep, rows, cols, q.device)
+            if keep is not None:
+                scores = scores.masked_fill(~keep, float("-inf"))
+            state = online_softmax_step(state, scores, v[..., cols, :], dropout_p=dropout_p)
+        context[..., rows, :] = state.result()  # 0 for queries that saw no key (causal, S < T)
         lse[..., rows] = (state.max + state.total.log()).squeeze(-1)  # log Σ exp(s) = m + log Σ exp(s - m)
     return context, lse
 

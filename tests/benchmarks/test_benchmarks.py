@@ -1,5 +1,5 @@
-"""The benchmarks of chapters 9 and 12: they run (on tiny shapes, in seconds), print what they promise, save what the
-notebook reads; and the explicit kernel's speed-ups (scale q, mask and softmax in place) change no result.
+"""The benchmarks of chapters 9, 12 and 14: they run (on tiny shapes, in seconds), print what they promise, save what
+the notebook reads; and the explicit kernel's speed-ups (scale q, mask and softmax in place) change no result.
 
 The timings themselves are not tested (a shared machine makes them noise); `tests/benchmarks/run_all.py` measures.
 """
@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -148,7 +149,7 @@ def test_kv_cache_benchmark_prints_a_table_and_saves_what_chapter_12_reads(tmp_p
 
 def test_the_saved_results_the_notebook_reads_are_complete():
     speed = sorted(RESULTS.glob("speed_*.json"))
-    memory = sorted(RESULTS.glob("memory_*.json"))
+    memory = sorted(p for p in RESULTS.glob("memory_*.json") if not p.name.startswith("memory_wall_"))
     assert RESULTS / "speed_cpu.json" in speed and RESULTS / "memory_cpu.json" in memory
     for path in speed:
         result = json.loads(path.read_text())
@@ -162,11 +163,86 @@ def test_the_saved_results_the_notebook_reads_are_complete():
         assert result["seq_lens"] == [256, 512, 1024, 2048, 4096] and result["modes"] == ["inference", "training"]
     from mha_lib.results import load
 
+    assert [r["benchmark"] for r in load("memory").values()] == ["attention_memory"] * len(memory)  # no memory_wall
     kv_cache = load("kv_cache")
     assert list(kv_cache) == ["cpu"]
     _check_kv_cache_json(kv_cache["cpu"], KV_CACHE_TOKENS)
     imports = json.loads((RESULTS / "import_time.json").read_text())
     assert imports["import_mha_lib_after_torch_s"] <= imports["budget_s"]
+
+
+# --- chapter 14: the memory wall ---------------------------------------------------------------------------------
+
+MEMORY_WALL_KERNELS = ["explicit", "flash", "sdpa", "sdpa_math"]
+
+
+def _check_memory_wall_json(result: dict, seq_lens: list[int]) -> None:
+    """The file chapter 14 reads through ``mha_lib.results.load("memory_wall")["cpu"]``: every kernel at every T,
+    the analytic T·S·4 bytes, and the time ratios recomputable from the points."""
+    assert result["benchmark"] == "memory_wall" and result["schema"] == 1
+    assert {"device", "device_name", "torch", "date", "shape", "block_size", "seq_lens", "kernels", "sdpa_backend",
+            "threads", "method", "repeats", "budget_s", "points", "ratios", "command"} <= set(result)
+    assert result["shape"] == {"B": 1, "H": 1, "Dh": 64, "causal": False, "dtype": "float32"}
+    assert result["kernels"] == MEMORY_WALL_KERNELS and result["seq_lens"] == seq_lens
+    assert [(p["kernel"], p["T"]) for p in result["points"]] == [(k, T) for T in seq_lens for k in MEMORY_WALL_KERNELS]
+    for p in result["points"]:
+        assert {"peak_mb", "peak_bytes", "seconds", "runs", "samples_s", "scores_mb", "method"} <= set(p)
+        assert p["scores_mb"] == p["T"] ** 2 * 4 / 2**20  # one float32 (T, S) matrix, T = S, in MiB
+        assert p["peak_mb"] == pytest.approx(p["peak_bytes"] / 2**20, abs=1e-3) and p["peak_bytes"] >= 0
+        assert min(3, result["repeats"]) <= p["runs"] == len(p["samples_s"]) <= result["repeats"]
+        assert min(p["samples_s"]) > 0 and p["seconds"] == pytest.approx(statistics.median(p["samples_s"]), abs=2e-6)
+    seconds = {(p["kernel"], p["T"]): p["seconds"] for p in result["points"]}
+    assert [r["T"] for r in result["ratios"]] == seq_lens
+    for r in result["ratios"]:
+        for kernel in ("explicit", "flash", "sdpa_math"):
+            expected = seconds[(kernel, r["T"])] / seconds[("sdpa", r["T"])]
+            assert r[f"{kernel}_vs_sdpa"] == pytest.approx(expected, rel=0.01, abs=0.001)
+
+
+def test_memory_wall_benchmark_runs_quick_and_saves_what_chapter_14_reads(tmp_path):
+    out = _run("memory_wall.py", "--quick", "--device", "cpu", "--out", str(tmp_path))
+    lines = out.rstrip("\n").splitlines()
+    header = next(line for line in lines if line.split()[:2] == ["T", "T·S·4"])
+    assert header.split()[-2:] == ["flash/sdpa", "explicit/sdpa"]
+    assert re.fullmatch(r"flash_vs_sdpa_at_128=\d+\.\d+", lines[-1])
+    saved = json.loads((tmp_path / "memory_wall_cpu.json").read_text())
+    _check_memory_wall_json(saved, [64, 128])
+    assert all(p["runs"] == 1 for p in saved["points"])  # --quick: one run per point
+    assert float(lines[-1].split("=")[1]) == saved["ratios"][-1]["flash_vs_sdpa"]
+
+
+def test_memory_wall_refuses_bad_arguments_by_name(capsys):
+    sys.path.insert(0, str(BENCH))
+    from memory_wall import parse_args
+
+    for argv, message in [(["--block-size", "0"], "--block-size must be >= 1, got 0"),
+                          (["-T", "64", "0"], "every --seq-lens value must be >= 1, got [64, 0]"),
+                          (["--budget-s", "-1"], "--budget-s must be >= 0, got -1.0")]:
+        with pytest.raises(SystemExit):
+            parse_args(argv)
+        assert message in capsys.readouterr().err
+
+
+def test_the_saved_memory_wall_shows_t_squared_against_t():
+    """Asserted on the SAVED file (the measurement is not re-run here): the explicit kernel and SDPA's math path
+    build the T × S matrix (their peak grows ~T², about 256x from T = 1,024 to 16,384, and reaches the matrix's
+    size), while the tiled kernel and SDPA's fused one grow at most as T (their output and per-row state)."""
+    from mha_lib.results import load
+
+    saved = load("memory_wall")
+    assert list(saved) == ["cpu"]
+    result = saved["cpu"]
+    _check_memory_wall_json(result, [1024, 2048, 4096, 8192, 16384])
+    assert result["block_size"] == 64 and result["sdpa_backend"] == "FLASH_ATTENTION"
+    peak = {(p["kernel"], p["T"]): p["peak_mb"] for p in result["points"]}
+    scores = {p["T"]: p["scores_mb"] for p in result["points"]}
+    small, large = 1024, 16384
+    for kernel in ("explicit", "sdpa_math"):
+        assert peak[(kernel, large)] >= 50 * peak[(kernel, small)]
+        assert peak[(kernel, large)] >= 0.95 * scores[large]  # it holds the whole 1 GiB matrix at once
+    for kernel in ("flash", "sdpa"):
+        assert peak[(kernel, large)] <= 2 * (large / small) * max(peak[(kernel, small)], 1.0)  # at most ~linear
+        assert peak[(kernel, large)] < 0.02 * scores[large]  # far below the T × S matrix: under 20 MiB of 1,024
 
 
 # --- the explicit kernel's speed-ups change no result -----------------------------------------------------------
