@@ -145,6 +145,8 @@ class _Shape:
     d_model: int
     context_length: int
     window: int | None = None
+    kv_lora_rank: int | None = None  # latent attention (chapter 14); None in every case of this exercise
+    qk_rope_head_dim: int | None = None
 
 
 NOT_WHOLE_BYTES = N_("your function returned {value}: a number of bytes is a finite whole number.")

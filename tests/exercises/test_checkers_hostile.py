@@ -28,9 +28,20 @@ from mha_lib.exercises import ch08_putting_it_together as ch08
 from mha_lib.exercises import ch09_efficiency as ch09
 from mha_lib.exercises import ch11_heads_learn as ch11
 from mha_lib.exercises import ch12_sharing_keys_and_values as ch12
+from mha_lib.exercises import ch14_attention_at_scale as ch14
 
 
 # --- one correct solution per checker, written as a student would -------------------------------------------
+
+
+def online_softmax(scores, values, block_size):
+    m, l, o = torch.tensor(float("-inf")), torch.zeros(()), torch.zeros(values.shape[-1])
+    for j in range(0, scores.shape[0], block_size):
+        s, v = scores[j:j + block_size], values[j:j + block_size]  # (b,), (b, Dv)
+        m_new = torch.maximum(m, s.max())
+        factor, w = torch.exp(m - m_new), torch.exp(s - m_new)
+        l, o, m = factor * l + w.sum(), factor * o + w @ v, m_new
+    return o / l
 
 
 def single_head(x, w_q, w_k, w_v):
@@ -117,6 +128,9 @@ CHECKERS = {
     "ch12.expand_kv": (ch12.check_expand_kv, lambda k, h: k.repeat_interleave(h // k.shape[1], dim=1), "tensor"),
     "ch12.cache_bytes": (ch12.check_cache_bytes, lambda c, t, b: c.n_layers * 2 * c.num_kv_heads * c.head_dim * (
         t if c.window is None else min(t, c.window)) * b, "count"),
+    # ch14.needed_tiles takes only ints (nothing to zero or wreck): its hostile cases are in test_exercises_ch14.py
+    "ch14.online_softmax": (ch14.check_online_softmax, online_softmax, "tensor"),
+    "ch14.absorbed_query": (ch14.check_absorbed_query, lambda q, w: torch.einsum("bhtn,hnr->bhtr", q, w), "tensor"),
 }
 ALL = list(CHECKERS)
 RETURNING_TENSORS = [name for name, (_, _, kind) in CHECKERS.items() if kind in ("tensor", "pair", "class")]
