@@ -537,8 +537,9 @@ def _flash_forward(q, k, v, mask, causal, scale, block_size, dropout_p=0.0):
         # one block's running state at a time: memory is the output plus one (Tb × Sb) tile of scores
         state = online_softmax_start((*q.shape[:-2], rows.stop - rows.start), v.shape[-1], dtype=q.dtype,
                                      device=q.device)
+        q_block = q[..., rows, :] * scale  # (..., Tb, Dh): scaled once per query block, not once per tile
         for cols, keep in _key_tiles(rows, T, S, block_size, causal):
-            scores = (q[..., rows, :] * scale) @ k[..., cols, :].transpose(-2, -1)  # (..., Tb, Dh) @ (..., Dh, Sb)
+            scores = q_block @ k[..., cols, :].transpose(-2, -1)  # (..., Tb, Dh) @ (..., Dh, Sb) -> (..., Tb, Sb)
             keep = _tile_mask(mask, keep, rows, cols, q.device)
             if keep is not None:
                 scores = scores.masked_fill(~keep, float("-inf"))

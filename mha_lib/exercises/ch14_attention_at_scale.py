@@ -47,8 +47,10 @@ NO_DIVISION = N_("you forgot the final division: return o / l, the running outpu
 LAST_BLOCK_DROPPED = N_("your loop stops before the last, partial block: with S = {S} and block_size = {b} the keys "
                         "{first} .. {last} were never read. Step through range(0, S, block_size) and let the last "
                         "slice be shorter.")
-OVERFLOW = N_("your result holds NaN or inf for scores near 1,000 (it was right for small scores): exp(1000) "
-              "overflows float32 to inf. Subtract the running max before exp: exp(s - m_new), never exp(s).")
+OVERFLOW = N_("your result holds NaN or inf for scores near 1,000 (it was right for small scores): an exp of a "
+              "large number overflows float32 to inf (anything above 88.7 does). Take exp only of differences that "
+              "are <= 0: exp(s - m_new) for the block's weights and exp(m_old - m_new) for the rescale, never exp(s) "
+              "or exp(m) on its own.")
 WHOLE_ROW = N_("right values, but your function called {op} on a tensor of shape {shape}, as many numbers as the "
                "row's {S} scores, with block_size = {b}: the online softmax takes in one block of at most "
                "block_size keys per step (section 2).")
@@ -333,8 +335,8 @@ def check_needed_tiles(student_fn: Callable[[int, int, int], Tensor]) -> Feedbac
 READ_TRANSPOSED = N_("you read W_uk as (H, r, d_n): your function fails on W_uk of shape {shape} (H, d_n, r), and gives "
                      "the right answer when it is handed W_uk transposed. W_uk[h] maps a latent c (r,) to a key "
                      "(d_n,), so the absorbed query is W_uk[h]ᵀ q: q_nope @ W_uk, or einsum('bhtn,hnr->bhtr').")
-HEADS_SUMMED = N_("you summed over the heads (the einsum's output lacks h): every head keeps its own absorbed query, "
-                  "(B, H, T, r). Write the output as 'bhtr'.")
+HEADS_SUMMED = N_("you summed over the heads (your result has no head dimension): every head keeps its own absorbed "
+                  "query, (B, H, T, r). With einsum, keep h in the output: 'bhtn,hnr->bhtr'.")
 HEADS_SUMMED_KEPT = N_("you summed over the heads (dim 1, keepdim=True): every head keeps its own absorbed query, "
                        "(B, H, T, r).")
 HEAD_ZERO = N_("you used head 0's W_uk for every head: head h's query goes through W_uk[h] (H matrices of (d_n, r)).")

@@ -291,7 +291,7 @@ def absorbed_per_head(q_nope, W_uk):  # a loop over heads, written out
 WRONG_ABSORBED = {
     "you read W_uk as (H, r, d_n)": lambda q, W: torch.einsum("bhtn,hrn->bhtr", q, W),
     "you read W_uk as (H, r, d_n): your function fails": lambda q, W: q @ W.mT,
-    "you summed over the heads (the einsum's output lacks h)": lambda q, W: torch.einsum("bhtn,hnr->btr", q, W),
+    "you summed over the heads (your result has no head dimension)": lambda q, W: torch.einsum("bhtn,hnr->btr", q, W),
     "you summed over the heads (dim 1, keepdim=True)": lambda q, W: (q @ W).sum(1, keepdim=True),
     "you used head 0's W_uk for every head": lambda q, W: q @ W[0],
     "you matched W_uk's head axis with the wrong axis": lambda q, W: q @ W.unsqueeze(1),
@@ -353,3 +353,27 @@ def test_needed_tiles_a_lying_subclass_or_a_returned_feedback_does_not_pass():
     assert not fake.passed and "returned a Feedback" in fake.message
     exit_ = ch14.check_needed_tiles(lambda T, S, b: exit(3))
     assert not exit_.passed and "your function raised SystemExit" in exit_.message
+
+
+def test_online_softmax_overflow_in_the_rescale_factor_is_not_blamed_on_the_block_weights():
+    # the block's weights use exp(s - m_new), but the rescale is exp(m) / exp(m_new): inf / inf near 1,000. The
+    # message must point at the rescale too, not only tell the student to do what they already did.
+    def rescale_by_division(scores, values, block_size):
+        m, l, o = torch.tensor(-math.inf), torch.tensor(0.0), torch.zeros(values.shape[-1])
+        for start in range(0, scores.shape[0], block_size):
+            s, v = scores[start:start + block_size], values[start:start + block_size]
+            m_new = torch.maximum(m, s.max())
+            factor = torch.exp(m) / torch.exp(m_new)
+            w = torch.exp(s - m_new)
+            l, o, m = factor * l + w.sum(), factor * o + w @ v, m_new
+        return o / l
+
+    feedback = ch14.check_online_softmax(rescale_by_division)
+    assert not feedback.passed
+    assert "exp(m_old - m_new) for the rescale" in feedback.message, feedback.message
+
+
+def test_absorbed_query_heads_summed_without_einsum_is_named_without_mentioning_einsum_as_the_cause():
+    feedback = ch14.check_absorbed_query(lambda q, W: (q @ W).sum(dim=1))
+    assert not feedback.passed
+    assert "you summed over the heads (your result has no head dimension)" in feedback.message, feedback.message
