@@ -166,6 +166,18 @@ DECODER_CONFIGS = {
 }
 
 
+def decoder_config(config) -> DecoderAttention:
+    """A ``DecoderAttention``: a name in ``DECODER_CONFIGS`` looked up, or the ``DecoderAttention`` itself."""
+    if isinstance(config, str):
+        if config not in DECODER_CONFIGS:
+            raise ValueError(f"config must be one of {list(DECODER_CONFIGS)} or a DecoderAttention, got {config!r}")
+        return DECODER_CONFIGS[config]
+    if not isinstance(config, DecoderAttention):
+        raise TypeError(f"config must be a name in mha_lib.DECODER_CONFIGS or a DecoderAttention, got "
+                        f"{type(config).__name__}")
+    return config
+
+
 def kv_cache_bytes(
     n_layers: int,
     num_kv_heads: int | None = None,
@@ -250,6 +262,6 @@ def latent_attention_parameter_count(
 
 
 __all__ = [
-    "DECODER_CONFIGS", "DecoderAttention", "GPTConfig", "GPT_CONFIGS", "attention_parameter_count",
+    "DECODER_CONFIGS", "DecoderAttention", "GPTConfig", "GPT_CONFIGS", "attention_parameter_count", "decoder_config",
     "gpt_parameter_count", "kv_cache_bytes", "latent_attention_parameter_count",
 ]

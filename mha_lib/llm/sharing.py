@@ -24,7 +24,7 @@ import torch
 from ..display.plotting import COLORMAPS, DPI, LABEL_PT, MASKED_RGB, MAX_HEIGHT_IN, MAX_WIDTH_IN, SUPTITLE_PT, \
     TITLE_PT, plot_heads
 from ..language import gettext as _, ngettext
-from ..sizes import DECODER_CONFIGS, DecoderAttention, attention_parameter_count, kv_cache_bytes
+from ..sizes import DECODER_CONFIGS, attention_parameter_count, decoder_config, kv_cache_bytes
 from ..validation import check_positive_int, check_tensor, divisors
 
 Tensor = torch.Tensor
@@ -120,17 +120,6 @@ def _head_axes(fig, H: int) -> list:
 # --------------------------------------------------------------------------------------------- the G slider
 
 
-def _check_config(config) -> DecoderAttention:
-    if isinstance(config, str):
-        if config not in DECODER_CONFIGS:
-            raise ValueError(f"config must be one of {list(DECODER_CONFIGS)} or a DecoderAttention, got {config!r}")
-        return DECODER_CONFIGS[config]
-    if not isinstance(config, DecoderAttention):
-        raise TypeError(f"config must be a name in mha_lib.DECODER_CONFIGS or a DecoderAttention, "
-                        f"got {type(config).__name__}")
-    return config
-
-
 def sharing_numbers(num_kv_heads: int, config=WIDGET_MODEL) -> dict:
     """What G changes in one published shape: the widths of W_k and W_v, the layer's parameters, the cache.
 
@@ -138,7 +127,7 @@ def sharing_numbers(num_kv_heads: int, config=WIDGET_MODEL) -> dict:
     "projections" ({"W_q", "W_k", "W_v", "W_o"}: weights of one layer), "cache_per_token"}`` (bytes per token for
     the whole model in float16, ``kv_cache_bytes``). The layer has no biases (as Llama).
     """
-    config = _check_config(config)
+    config = decoder_config(config)
     H, Dh, D = config.num_heads, config.head_dim, config.d_model
     G = _check_groups(H, num_kv_heads)
     kv_width = G * Dh
@@ -190,7 +179,7 @@ def sharing_figure(num_kv_heads: int = 32, config=WIDGET_MODEL, *, title: str | 
     """One published attention shape (default Llama-2-7B: D = 4,096, 32 query heads of 128, 32 layers) with
     G = ``num_kv_heads`` key/value heads: who shares what, the weights of one layer's four projections (grey
     outline: G = H), and the model's KV cache per token in float16 for every G (the chosen G in colour)."""
-    config = _check_config(config)
+    config = decoder_config(config)
     numbers_ = sharing_numbers(num_kv_heads, config)
     H, G = numbers_["num_heads"], numbers_["num_kv_heads"]
     mha = sharing_numbers(H, config)
@@ -239,7 +228,7 @@ def sharing_widget(config=WIDGET_MODEL, num_kv_heads: int | None = None):
     """``sharing_figure`` with a slider over G, from H down to 1 (the divisors of H); redraws on release."""
     from ipywidgets import SelectionSlider, interactive
 
-    config = _check_config(config)
+    config = decoder_config(config)
     options = sorted(divisors(config.num_heads), reverse=True)
     value = config.num_kv_heads if num_kv_heads is None else _check_groups(config.num_heads, num_kv_heads)
     slider = SelectionSlider(options=options, value=value, description=_("G (kv heads)"), continuous_update=False,
