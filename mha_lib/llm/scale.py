@@ -28,8 +28,14 @@ from ..display.plotting import LABEL_PT, MASKED_RGB, MAX_WIDTH_IN, SUPTITLE_PT, 
 from ..functional import masked_softmax, online_softmax_start, online_softmax_step
 from ..language import N_, gettext as _
 from ..masks import causal_mask_at
-from ..sizes import DECODER_CONFIGS, DecoderAttention, attention_parameter_count, kv_cache_bytes, \
-    latent_attention_parameter_count
+from ..sizes import (
+    DECODER_CONFIGS,
+    DecoderAttention,
+    attention_parameter_count,
+    decoder_config,
+    kv_cache_bytes,
+    latent_attention_parameter_count,
+)
 from ..validation import check_flag, check_int, check_positive_int, check_tensor, divisors
 from .rotary import AUTO_DISPLAY, KEPT_RGB, _figure, _int_slider  # the series' figure size and slider style
 
@@ -48,6 +54,8 @@ KERNEL_STYLES = {  # kernel of the memory-wall benchmark -> (colour, marker, lab
 SKIPPED, PARTIAL, FULL = 0, 1, 2  # tile_status: never computed / computed with a mask / computed whole
 DESIGNS = ("MHA", "GQA", "MQA", "MLA")
 DESIGN_MODEL = "deepseek-v3"  # the shape the design widget varies: 61 layers, 128 heads, D = 7,168
+# The queries' latent width (config.json's q_lora_rank), which the cache sizes of DECODER_CONFIGS do not need
+_Q_LORA_RANKS = {"deepseek-v3": 1536}
 
 
 # ------------------------------------------------------------------------------------- the online softmax
@@ -405,17 +413,6 @@ def memory_wall_figure(result: dict, *, title: str | None = None):
 # ------------------------------------------------------------------------------------------------- designs
 
 
-def _check_config(config) -> DecoderAttention:
-    if isinstance(config, str):
-        if config not in DECODER_CONFIGS:
-            raise ValueError(f"config must be one of {list(DECODER_CONFIGS)} or a DecoderAttention, got {config!r}")
-        return DECODER_CONFIGS[config]
-    if not isinstance(config, DecoderAttention):
-        raise TypeError(f"config must be a name in mha_lib.DECODER_CONFIGS or a DecoderAttention, got "
-                        f"{type(config).__name__}")
-    return config
-
-
 def _per_head(config: DecoderAttention) -> tuple[int, int, int]:
     """(Dh, r, dr): the key/value head width of the MHA/GQA/MQA designs, and MLA's defaults for this shape.
 
@@ -429,23 +426,26 @@ def _per_head(config: DecoderAttention) -> tuple[int, int, int]:
 
 
 def design_costs(design: str, *, num_kv_heads: int | None = None, kv_lora_rank: int | None = None,
-                 qk_rope_head_dim: int | None = None, context: int = 4096, config=DESIGN_MODEL,
-                 bytes_per_element: int = 2) -> dict:
+                 qk_rope_head_dim: int | None = None, q_lora_rank: int | None = None, context: int = 4096,
+                 config=DESIGN_MODEL, bytes_per_element: int = 2) -> dict:
     """What one attention design costs in a published model's shape (``config``: default DeepSeek-V3's).
 
     ``design``: "MHA" (G = H key/value heads), "GQA" (``num_kv_heads`` G), "MQA" (G = 1) or "MLA" (a latent of
-    ``kv_lora_rank`` r and a shared rotary key of ``qk_rope_head_dim`` dr). Returns::
+    ``kv_lora_rank`` r and a shared rotary key of ``qk_rope_head_dim`` dr; its queries go through a latent of
+    ``q_lora_rank``, by default the published model's own: 1,536 for DeepSeek-V3, none, that is queries projected
+    directly, for a model that has none). Returns::
 
         {"design", "label", "cache_numbers" (per token and layer), "cache_bytes_per_token" (all layers,
          kv_cache_bytes), "parameters" (one layer: attention_parameter_count or latent_attention_parameter_count,
-         no biases, queries projected directly), "flops_per_token" (one new token against ``context`` cached
-         tokens, all layers: 2 FLOPs per multiply-add, scores and the weighted sum), "cache_bytes_read"
-         (the cache read for that token), "flops_per_byte"}
+         no biases, norms included), "q_lora_rank" (MLA's, None for the others), "flops_per_token" (one new token
+         against ``context`` cached tokens, all layers: 2 FLOPs per multiply-add, the scores and the weighted sum
+         over the cache only, projections excluded), "cache_bytes_read" (the cache read for that token),
+         "flops_per_byte"}
 
     MLA's FLOPs are those of its absorbed form (what decoding runs: each head scores r + dr numbers per cached token
     and sums r): more arithmetic than MHA, on a cache a fraction of the size.
     """
-    config = _check_config(config)
+    config = decoder_config(config)
     if design not in DESIGNS:
         raise ValueError(f"design must be one of {list(DESIGNS)}, got {design!r}")
     context = check_positive_int("context", context)
@@ -457,14 +457,19 @@ def design_costs(design: str, *, num_kv_heads: int | None = None, kv_lora_rank: 
             raise ValueError("num_kv_heads is for GQA; MLA takes kv_lora_rank and qk_rope_head_dim")
         r = r if kv_lora_rank is None else check_positive_int("kv_lora_rank", kv_lora_rank)
         dr = dr if qk_rope_head_dim is None else check_positive_int("qk_rope_head_dim", qk_rope_head_dim)
+        if q_lora_rank is None:
+            name = next((k for k, v in DECODER_CONFIGS.items() if v == config), None)
+            q_lora_rank = _Q_LORA_RANKS.get(name)  # None: queries projected directly
+        else:
+            q_lora_rank = check_positive_int("q_lora_rank", q_lora_rank)
         numbers_ = r + dr
         cache = kv_cache_bytes(L, tokens=1, kv_lora_rank=r, qk_rope_head_dim=dr, bytes_per_element=bytes_per_element)
-        parameters = latent_attention_parameter_count(D, H, r, Dh, dr, Dh)
+        parameters = latent_attention_parameter_count(D, H, r, Dh, dr, Dh, q_lora_rank)
         per_layer = 2 * H * context * (r + dr) + 2 * H * context * r  # q̃·[c, k_rope] and Σ p c, per head
         label = _("MLA (r = {r}, dr = {dr})").format(r=r, dr=dr)
     else:
-        if kv_lora_rank is not None or qk_rope_head_dim is not None:
-            raise ValueError(f"kv_lora_rank and qk_rope_head_dim are for MLA, not {design}")
+        if kv_lora_rank is not None or qk_rope_head_dim is not None or q_lora_rank is not None:
+            raise ValueError(f"kv_lora_rank, qk_rope_head_dim and q_lora_rank are for MLA, not {design}")
         if design == "GQA":
             if num_kv_heads is None:
                 raise TypeError("GQA needs num_kv_heads, the number G of key/value heads")
@@ -483,16 +488,17 @@ def design_costs(design: str, *, num_kv_heads: int | None = None, kv_lora_rank: 
     flops = L * per_layer
     read = cache * context
     return {"design": design, "label": label, "cache_numbers": numbers_, "cache_bytes_per_token": cache,
-            "parameters": parameters, "flops_per_token": flops, "cache_bytes_read": read,
+            "parameters": parameters, "q_lora_rank": q_lora_rank if design == "MLA" else None, "flops_per_token": flops, "cache_bytes_read": read,
             "flops_per_byte": flops / read}
 
 
 def design_figure(design: str = "MLA", *, num_kv_heads: int = 8, kv_lora_rank: int | None = None,
                   context: int = 4096, config=DESIGN_MODEL):
     """MHA, GQA (G = ``num_kv_heads``), MQA and MLA (r = ``kv_lora_rank``) in one model's shape, ``design``
-    highlighted: the KV cache per token (all layers, 2 bytes a number), the parameters of one attention layer, and
-    the attention FLOPs of one new token against ``context`` cached tokens."""
-    config = _check_config(config)
+    highlighted: the KV cache per token (all layers, 2 bytes a number), the parameters of one attention layer (MLA's
+    queries through the published model's latent), and the FLOPs of one new token's attention over ``context``
+    cached tokens, all layers, projections excluded."""
+    config = decoder_config(config)
     if design not in DESIGNS:
         raise ValueError(f"design must be one of {list(DESIGNS)}, got {design!r}")
     costs = [design_costs("MHA", context=context, config=config),
@@ -505,7 +511,9 @@ def design_figure(design: str = "MLA", *, num_kv_heads: int = 8, kv_lora_rank: i
     colours = ["#4c72b0" if c["design"] == design else "0.75" for c in costs]
     measures = ((lambda c: c["cache_bytes_per_token"] / 1024, _("KV cache per token, {layers} layers (KiB)"), "{:,.0f}"),
                 (lambda c: c["parameters"] / 1e6, _("attention weights of one layer (M)"), "{:,.1f}"),
-                (lambda c: c["flops_per_token"] / 1e9, _("GFLOPs per new token at {context:,} tokens"), "{:,.2f}"))
+                (lambda c: c["flops_per_token"] / 1e9,
+                 _("GFLOPs of one new token's attention over\n{context:,} cached tokens, {layers} layers, no projections"),
+                 "{:,.2f}"))
     for n, (ax, (value, name, fmt)) in enumerate(zip(panels, measures)):
         values = [value(c) for c in costs]
         ax.barh(y, values, color=colours)
@@ -531,7 +539,7 @@ def design_widget(config=DESIGN_MODEL, *, design: str = "MLA", num_kv_heads: int
     """``design_figure`` with a menu (the design to highlight) and sliders for G, r and the context length."""
     from ipywidgets import Dropdown, SelectionSlider, interactive
 
-    config = _check_config(config)
+    config = decoder_config(config)
     default_rank = _per_head(config)[1]
     rank = default_rank if kv_lora_rank is None else check_positive_int("kv_lora_rank", kv_lora_rank)
     ranks = sorted({64, 128, 256, 512, 1024, 2048, rank})

@@ -265,7 +265,10 @@ def test_design_costs_come_from_mha_lib_sizes_in_deepseek_v3s_shape():
     assert mha["parameters"] == 4 * 7168 * 128 * 128
     assert gqa["parameters"] == mha_lib.attention_parameter_count(7168, False, out_bias=False, num_heads=128,
                                                                   num_kv_heads=8, head_dim=128)
-    assert mla["parameters"] == mha_lib.latent_attention_parameter_count(7168, 128, 512, 128, 64, 128)
+    assert mla["parameters"] == mha_lib.latent_attention_parameter_count(7168, 128, 512, 128, 64, 128, 1536)
+    assert mla["q_lora_rank"] == 1536 and mla["parameters"] < gqa["parameters"]  # its queries go through a latent
+    assert scale.design_costs("MLA", q_lora_rank=7168)["parameters"] == \
+        mha_lib.latent_attention_parameter_count(7168, 128, 512, 128, 64, 128, 7168)
     S = 4096  # scores and the weighted sum of one new token, 2 FLOPs per multiply-add, all 61 layers
     assert mha["flops_per_token"] == gqa["flops_per_token"] == 61 * 2 * 2 * 128 * S * 128
     assert mla["flops_per_token"] == 61 * 2 * 128 * S * (512 + 64 + 512)
@@ -275,6 +278,7 @@ def test_design_costs_come_from_mha_lib_sizes_in_deepseek_v3s_shape():
 
 def test_design_costs_in_another_shape_give_mla_deepseek_v2s_proportions():
     mla = scale.design_costs("MLA", config="llama-2-7b")
+    assert mla["q_lora_rank"] is None  # no published q_lora_rank: queries projected directly
     assert mla["cache_numbers"] == 4 * 128 + 64  # r = 4·Dh, dr = Dh / 2
     assert scale.design_costs("MLA", kv_lora_rank=256, qk_rope_head_dim=32, config="llama-2-7b")[
         "cache_numbers"] == 288
@@ -333,6 +337,8 @@ def test_design_figure_highlights_the_chosen_design_and_the_widget_redraws():
     (lambda: scale.design_costs("GQA", num_kv_heads=3), ValueError, "num_kv_heads must divide the 128"),
     (lambda: scale.design_costs("MLA", num_kv_heads=8), ValueError, "num_kv_heads is for GQA"),
     (lambda: scale.design_costs("MHA", kv_lora_rank=8), ValueError, "are for MLA, not MHA"),
+    (lambda: scale.design_costs("GQA", num_kv_heads=8, q_lora_rank=64), ValueError, "are for MLA, not GQA"),
+    (lambda: scale.design_costs("MLA", q_lora_rank=0), ValueError, "q_lora_rank must be a positive int"),
     (lambda: scale.design_costs("MoE"), ValueError, "design must be one of"),
     (lambda: scale.design_costs("MHA", config="gpt-5"), ValueError, "config must be one of"),
     (lambda: scale.design_costs("MHA", context=0), ValueError, "context must be a positive int"),
