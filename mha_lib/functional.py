@@ -448,8 +448,8 @@ def flash_attention(
     q ``(..., T, Dh)``, k ``(..., S, Dh)``, v ``(..., S, Dv)`` with the same leading (batch, head) dimensions.
     Queries are cut into blocks of ``block_size`` rows, keys and values into blocks of ``block_size`` tokens; each
     (query block, key block) tile is scored, masked and folded into the running state by ``online_softmax_step``.
-    The largest tensor ever held is one ``block_size × block_size`` tile of scores per (batch, head): the
-    ``T × S`` matrix is never built, so memory grows with T, not T².
+    Besides the inputs and the output, the largest intermediate is one ``block_size × block_size`` tile of scores
+    per (batch, head): the ``T × S`` matrix is never built, so memory grows with T, not T².
 
     ``causal=True`` aligns the triangle to the **bottom right**: the T queries are the *last* T of the S positions
     (query t sits at position S - T + t), as for a chunk after a KV cache; tiles wholly in the future are skipped,
@@ -458,7 +458,8 @@ def flash_attention(
     to no key gets 0, as in ``masked_softmax``. ``scale`` defaults to ``1/√Dh``.
 
     Returns the context ``(..., T, Dv)``; with ``return_lse=True`` also the log-sum-exp of each row's scaled
-    scores ``(..., T)`` (``-inf`` for a row with no key): the one number per row that the backward keeps.
+    scores ``(..., T)`` (``-inf`` for a row with no key): with the output, what the backward keeps (one number per
+    row, as in FlashAttention-2; the 2022 paper keeps the row's max and sum, two numbers).
     Gradients: without dropout, the backward recomputes each tile's weights from that log-sum-exp instead of
     storing them (``_FlashAttention``), so training memory grows with T too.
     """

@@ -65,7 +65,7 @@ ONLINE_CASES = (  # (S, Dv, block_size, score shift, what the case is for)
     (5, 2, 1, 0.0),  # one key per block
     (6, 3, 10, 0.0),  # one block larger than the row
     (10, 4, 4, 1000.0),  # scores near 1,000: exp(s) overflows float32
-    (6, 2, 1, 1000.0),  # one key per block, each score 60 above the previous: every rescale factor underflows to 0
+    (6, 2, 1, 1000.0),  # one key per block, each score 60 above the previous: every rescale factor is exp(-60), about 1e-26
 )
 
 

@@ -510,7 +510,7 @@ def design_figure(design: str = "MLA", *, num_kv_heads: int = 8, kv_lora_rank: i
     y = np.arange(len(costs))[::-1]
     colours = ["#4c72b0" if c["design"] == design else "0.75" for c in costs]
     measures = ((lambda c: c["cache_bytes_per_token"] / 1024, _("KV cache per token, {layers} layers (KiB)"), "{:,.0f}"),
-                (lambda c: c["parameters"] / 1e6, _("attention weights of one layer (M)"), "{:,.1f}"),
+                (lambda c: c["parameters"] / 1e6, _("attention parameters of one layer (M)"), "{:,.1f}"),
                 (lambda c: c["flops_per_token"] / 1e9,
                  _("GFLOPs of one new token's attention over\n{context:,} cached tokens, {layers} layers, no projections"),
                  "{:,.2f}"))

@@ -15,7 +15,7 @@ tensor, so its peak can be read against the analytic ``T·S·4`` bytes), T = S i
 
 Why H = 1 and Dh = 64: one head is the smallest call that shows the wall (more heads multiply every kernel's
 memory alike), and 64 is the head size of GPT-2 and most models of its family. The tiled kernel's own memory
-still grows with T, but only as T·Dh (its output and one running state per query row, 4 MiB each at T = 16,384),
+still grows with T, but only as T·Dh (its output, 4 MiB at T = 16,384, and one query block's running state),
 not as T·S (1 GiB).
 
 Memory: the growth of the peak above what was in use before the call (q, k and v, PyTorch itself), measured as
