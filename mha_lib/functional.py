@@ -589,6 +589,8 @@ class _FlashAttention(torch.autograd.Function):
 
 def _check_tiles_finite(q: Tensor, k: Tensor, scale: float, block_size: int) -> None:
     """``_check_scores_finite`` for the tiled kernel: the largest score bound, without building the scores."""
+    if q.numel() == 0 or k.numel() == 0:
+        return  # no scores at all
     bound = float(q.detach().abs().amax() * k.detach().abs().amax()) * q.shape[-1] * scale  # |q·k| <= Dh·max·max
     if math.isfinite(bound) and bound < torch.finfo(q.dtype).max:
         return

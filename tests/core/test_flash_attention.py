@@ -543,3 +543,11 @@ def test_bad_input_to_the_layer_and_the_online_softmax():
         mha_lib.online_softmax_start((2,), 0)
     with pytest.raises(ValueError, match=esc("scale=1e+38 is too large for these q and k")):
         flash_attention(Q, K, V, scale=1e38)
+
+
+@pytest.mark.parametrize("scale", [None, 0.5])
+def test_no_queries_give_an_empty_context_like_explicit_attention(scale):
+    q, k, v = torch.randn(1, 2, 0, 4), torch.randn(1, 2, 5, 4), torch.randn(1, 2, 5, 3)
+    expected, _ = explicit_attention(q, k, v, scale=scale)
+    out = flash_attention(q, k, v, scale=scale, causal=True)
+    assert out.shape == expected.shape == (1, 2, 0, 3)
