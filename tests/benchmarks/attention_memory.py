@@ -50,7 +50,7 @@ def weights_bytes(B: int, H: int, T: int, S: int | None = None, bytes_per_float:
     return B * H * T * (T if S is None else S) * bytes_per_float
 
 
-def _proc_status(field: str) -> int | None:
+def proc_status(field: str) -> int | None:
     """A field of /proc/self/status in bytes (Linux), or None elsewhere."""
     try:
         text = Path("/proc/self/status").read_text()
@@ -60,12 +60,33 @@ def _proc_status(field: str) -> int | None:
     return int(match.group(1)) * 1024 if match else None
 
 
-def _reset_high_water_mark() -> bool:
+def reset_high_water_mark() -> bool:
     try:
         Path("/proc/self/clear_refs").write_text("5")  # "5" resets VmHWM to the current VmRSS (Linux >= 4.0)
         return True
     except OSError:
         return False
+
+
+def peak_growth(call, device: torch.device) -> tuple[int, str]:
+    """Bytes of the peak above the baseline while ``call()`` runs once, and how they were measured: CUDA's allocator, or Linux's VmHWM
+    after a high-water-mark reset (run it in a fresh process), or ru_maxrss elsewhere."""
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats(device)
+        baseline = torch.cuda.memory_allocated(device)
+        call()
+        torch.cuda.synchronize()
+        return max(torch.cuda.max_memory_allocated(device) - baseline, 0), "torch.cuda.max_memory_allocated"
+    if reset_high_water_mark() and proc_status("VmRSS") is not None:
+        baseline = proc_status("VmRSS")
+        call()
+        return max(proc_status("VmHWM") - baseline, 0), "VmHWM - VmRSS (fresh process, high-water mark reset)"
+    baseline = proc_status("VmRSS") or 0
+    call()
+    scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
+    return max(peak - baseline, 0), "ru_maxrss - RSS (fresh process)"
 
 
 def measure_point(kernel: str, T: int, B: int, D: int, H: int, mode: str, device: torch.device) -> dict:
@@ -84,27 +105,8 @@ def measure_point(kernel: str, T: int, B: int, D: int, H: int, mode: str, device
             layer.zero_grad(set_to_none=True)
 
     call(x[:, :8].clone())  # warm-up on 8 tokens: load the kernels, start the threads, allocate their buffers
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats(device)
-        baseline = torch.cuda.memory_allocated(device)
-        call(x)
-        torch.cuda.synchronize()
-        peak = torch.cuda.max_memory_allocated(device)
-        method = "torch.cuda.max_memory_allocated"
-    else:
-        if _reset_high_water_mark() and _proc_status("VmRSS") is not None:
-            baseline = _proc_status("VmRSS")
-            call(x)
-            peak = _proc_status("VmHWM")
-            method = "VmHWM - VmRSS (fresh process, high-water mark reset)"
-        else:
-            baseline = _proc_status("VmRSS") or 0
-            call(x)
-            scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
-            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
-            method = "ru_maxrss - RSS (fresh process)"
-    return {"kernel": kernel, "T": T, "mode": mode, "peak_bytes": max(peak - baseline, 0), "method": method}
+    peak_bytes, method = peak_growth(lambda: call(x), device)
+    return {"kernel": kernel, "T": T, "mode": mode, "peak_bytes": peak_bytes, "method": method}
 
 
 def run_point_in_subprocess(kernel: str, T: int, args) -> dict:
@@ -179,6 +181,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def devices_to_measure(choice: str) -> list[torch.device]:
+    """``--device auto|cpu|cuda``: the CPU always (unless "cuda" alone), then CUDA when asked for or present."""
+    if choice == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: no CUDA device is available")
+    if choice == "cuda":
+        return [torch.device("cuda")]
+    if choice == "auto" and torch.cuda.is_available():
+        return [torch.device("cpu"), torch.device("cuda")]
+    return [torch.device("cpu")]
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     if args.point:  # the child process of one CPU point: print one JSON line
@@ -186,11 +199,7 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(measure_point(kernel, T, args.batch, args.width, args.heads, args.modes[0],
                                        torch.device("cpu"))))
         return
-    devices = [torch.device("cpu")]
-    if args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available()):
-        if not torch.cuda.is_available():
-            raise SystemExit("--device cuda: no CUDA device is available")
-        devices = [torch.device("cuda")] if args.device == "cuda" else devices + [torch.device("cuda")]
+    devices = devices_to_measure(args.device)
     for device in devices:
         print(f"measuring on {device.type} ...")
         result = measure(args, device)

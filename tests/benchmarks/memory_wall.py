@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import statistics
 import subprocess
 import sys
@@ -55,7 +54,9 @@ import mha_lib
 HERE = Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parent))
 # chapter 9's memory measurement and the series' result header, shared with the other benchmarks
-from attention_memory import MIB, _proc_status, _reset_high_water_mark, weights_bytes  # noqa: E402
+from attention_memory import (  # noqa: E402  (chapter 9's measurement, shared)
+    MIB, devices_to_measure, peak_growth, weights_bytes,
+)
 from attention_speed import cpu_pressure, make_timer, result_header, save_result, wait_for_quiet  # noqa: E402
 
 KERNELS = ("explicit", "flash", "sdpa", "sdpa_math")
@@ -82,26 +83,6 @@ def attention_call(kernel: str, q, k, v, block_size: int):
             return F.scaled_dot_product_attention(q, k, v)
 
     return sdpa_math
-
-
-def peak_growth(call, device: torch.device) -> tuple[int, str]:
-    """Bytes of the peak above the baseline while ``call()`` runs once, and how they were measured (as chapter 9)."""
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats(device)
-        baseline = torch.cuda.memory_allocated(device)
-        call()
-        torch.cuda.synchronize()
-        return max(torch.cuda.max_memory_allocated(device) - baseline, 0), "torch.cuda.max_memory_allocated"
-    if _reset_high_water_mark() and _proc_status("VmRSS") is not None:
-        baseline = _proc_status("VmRSS")
-        call()
-        return max(_proc_status("VmHWM") - baseline, 0), "VmHWM - VmRSS (fresh process, high-water mark reset)"
-    baseline = _proc_status("VmRSS") or 0
-    call()
-    scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
-    return max(peak - baseline, 0), "ru_maxrss - RSS (fresh process)"
 
 
 def measure_point(kernel: str, T: int, args, device: torch.device) -> dict:
@@ -262,11 +243,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.point:  # the child process of one CPU point: print one JSON line
         print(json.dumps(measure_point(args.point[0], int(args.point[1]), args, torch.device("cpu"))))
         return
-    devices = [torch.device("cpu")]
-    if args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available()):
-        if not torch.cuda.is_available():
-            raise SystemExit("--device cuda: no CUDA device is available")
-        devices = [torch.device("cuda")] if args.device == "cuda" else devices + [torch.device("cuda")]
+    devices = devices_to_measure(args.device)
     results = []
     for device in devices:
         print(f"measuring on {device.type} ...")
