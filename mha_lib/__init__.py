@@ -34,7 +34,7 @@ The core, top-down in the order the chapters teach it:
 
 display/ — everything that draws or prints (matplotlib and ipywidgets loaded on first use):
 
-    printing.py     ``show``: device-independent printing;  plotting.py  per-head heatmaps, the colour rules
+    printing.py     ``show``, ``show_table``: device-independent printing;  plotting.py  per-head heatmaps
     render.py       the explorers' PNG engine;  widgets.py  the explorers;  fonts.py  CJK glyphs for token labels
     static_widgets.py  widget cells saved with a static picture (a Jupyter pre-save hook)
 
@@ -151,7 +151,7 @@ __version__ = "0.1.0"
 
 # The display wing's two names that every chapter uses, loaded on first use: the core imports no wing, and
 # ``import mha_lib`` stays light (matplotlib is heavy)
-_FROM_DISPLAY = {"plot_heads": "plotting", "show": "printing"}
+_FROM_DISPLAY = {"plot_heads": "plotting", "show": "printing", "show_table": "printing"}
 
 
 def __getattr__(name):
@@ -182,6 +182,6 @@ __all__ = [
     "combine_masks", "divisors", "embed_tokens", "explicit_attention", "fused_from_split", "get_device",
     "invert_mask", "journey_batch", "journey_inputs", "make_reproducible", "mask_from_key_padding",
     "mask_from_valid_lens", "masked_softmax", "merge_heads", "merge_heads_flat", "plot_heads", "scale_factor",
-    "scale_scores", "sdpa_attention", "show", "split_from_wrapper", "split_heads", "split_heads_flat",
+    "scale_scores", "sdpa_attention", "show", "show_table", "split_from_wrapper", "split_heads", "split_heads_flat",
     "stable_softmax", "tokenize", "torch_mha_from", "toy_sentence",
 ]

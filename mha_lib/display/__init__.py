@@ -1,6 +1,6 @@
 """Everything that draws or prints; used by every chapter. Imports the core, never the other way.
 
-    printing.py        ``show`` and ``format_value``: the same text on a CPU and on a GPU
+    printing.py        ``show``, ``format_value``, ``show_table``: the same text on a CPU and on a GPU
     plotting.py        ``plot_heads``, ``plot_stages``: heatmaps per head; the series' colour rules and sizes
     render.py          the explorers' engine: a grid of heatmaps straight into PNG bytes, redrawn in milliseconds
     widgets.py         the explorers (``attention_explorer``), ipywidgets loaded on first use

@@ -8,6 +8,8 @@ between devices. ``show`` prints a detached CPU copy rounded to ``decimals``, wi
 
 from __future__ import annotations
 
+import unicodedata
+
 import torch
 
 from ..validation import check_int, check_tensor
@@ -59,3 +61,46 @@ def show(*values, decimals: int = 4, sep: str = " ") -> None:
     if not isinstance(sep, str):
         raise TypeError(f"sep must be a str, got {type(sep).__name__} {sep!r}")
     print(sep.join(format_value(v, decimals) for v in values))
+
+
+def display_width(text: str) -> int:
+    """The columns ``text`` takes in a notebook's monospaced output: two for a wide (CJK) character, none for a
+    combining mark, one for anything else (Unicode's East Asian Width, so ``str.ljust`` is not enough)."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__} {text!r}")
+    return sum(0 if unicodedata.combining(ch) else 2 if unicodedata.east_asian_width(ch) in "WF" else 1
+               for ch in text)
+
+
+def pad(text: str, width: int, align: str = "<") -> str:
+    """``text`` padded with spaces to ``width`` display columns: ``align`` is ``"<"`` (left), ``">"`` (right) or
+    ``"^"`` (centred). Text already wider is returned as it is."""
+    if align not in ("<", ">", "^"):
+        raise ValueError(f"align must be '<', '>' or '^', got {align!r}")
+    missing = max(check_int("width", width, low=0) - display_width(text), 0)
+    left = {"<": 0, ">": missing, "^": missing // 2}[align]
+    return " " * left + text + " " * (missing - left)
+
+
+def show_table(rows, *, header=None, align: str | None = None, sep: str = "  ") -> None:
+    """Print ``rows`` (a list of rows, each a list of values) as columns aligned by display width, so a Chinese
+    header lines up with its numbers. Values go through :func:`format_value` unless they are already strings.
+
+    ``header``: an optional first row; ``align``: one of ``<``, ``>``, ``^`` per column (default: the first column
+    left, the others right); ``sep``: what separates two columns.
+    """
+    rows = [list(row) for row in rows]
+    if header is not None:
+        rows.insert(0, list(header))
+    if not rows:
+        return
+    n = len(rows[0])
+    if any(len(row) != n for row in rows):
+        raise ValueError(f"rows must all have {n} cells (the first row's), got lengths {[len(r) for r in rows]}")
+    align = align or "<" + ">" * (n - 1)
+    if len(align) != n:
+        raise ValueError(f"align must give one of '<', '>', '^' per column ({n}), got {align!r}")
+    cells = [[v if isinstance(v, str) else format_value(v) for v in row] for row in rows]
+    widths = [max(display_width(row[j]) for row in cells) for j in range(n)]
+    for row in cells:
+        print(sep.join(pad(c, w, a) for c, w, a in zip(row, widths, align)).rstrip())
