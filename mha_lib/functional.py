@@ -598,6 +598,72 @@ def _check_tiles_finite(q: Tensor, k: Tensor, scale: float, block_size: int) -> 
         _check_scores_finite((q[..., rows, :] * scale) @ k[..., cols, :].transpose(-2, -1), scale, q, k)
 
 
+def merge_attention_states(out1: Tensor, lse1: Tensor, out2: Tensor, lse2: Tensor) -> tuple[Tensor, Tensor]:
+    """Attention over two disjoint sets of keys, each already finished, merged into attention over their union.
+
+    ``out1`` ``(..., T, Dv)`` with ``lse1`` ``(..., T)`` is one attention result over some keys, with the
+    log-sum-exp of each row's scaled (and masked) scores, as ``flash_attention(..., return_lse=True)`` returns
+    them; ``out2, lse2`` the same queries over other keys. The result is exactly attention over all the keys::
+
+        L = logaddexp(L1, L2)        o = exp(L1 - L)·o1 + exp(L2 - L)·o2
+
+    (each side's softmax was normalised by its own sum exp(L1) or exp(L2); the union's sum is their total). Returns
+    ``(out, lse)`` in the same shapes, so merges chain: merging is associative and commutative, and a third block
+    of keys merges into the result like the second did. This is the online softmax step with a whole block's
+    result in place of one tile, and what these are built on:
+
+    - **split-KV decoding** (Flash-Decoding, Dao et al. 2023): one query over a long cache; the cache is cut into
+      chunks, attention runs over each chunk in parallel, the chunks' results are merged;
+    - **prefix / cascade attention**: a prompt shared by many sequences is attended once for all of them and merged
+      with each sequence's own suffix;
+    - **ring attention** (Liu et al. 2023): each device holds one block of keys; queries meet the blocks in turn
+      and merge each block's result into their running one.
+
+    A row in which one side saw no key has ``lse = -inf`` there (``flash_attention`` gives it output 0): that
+    side's output is ignored, whatever it holds, and the other side's row is returned as it is. A row in which
+    **neither** side saw a key gets output 0 and ``lse = -inf``, as ``flash_attention``'s empty rows, so it still
+    merges correctly with a later block. Differentiable in all four inputs.
+
+    out1 and out2 share shape, dtype and device; lse1 and lse2 have shape ``out1.shape[:-1]``, one dtype (the
+    outputs' or a wider float: FlashAttention's CUDA kernels keep lse in float32 beside bf16 outputs) and the same
+    device. The merged output has the outputs' dtype, the merged lse the lse's.
+    """
+    _check_attention_states(out1, lse1, out2, lse2)
+    work = torch.promote_types(out1.dtype, lse1.dtype)
+    lse1, lse2 = lse1.to(work)[..., None], lse2.to(work)[..., None]  # (..., T, 1)
+    # shift by the larger lse (detached: the result does not depend on the shift); an empty row of both shifts by 0
+    shift = torch.maximum(lse1, lse2).detach()
+    shift = shift.masked_fill(shift == float("-inf"), 0.0)
+    w1, w2 = torch.exp(lse1 - shift), torch.exp(lse2 - shift)  # (..., T, 1): each side's sum of exp, rescaled
+    total = w1 + w2  # 0 only in a row where both sides are empty
+    empty = total == 0
+    safe_total = total.masked_fill(empty, 1.0)
+    # a side that saw no key weighs 0 and its output is ignored (masked_fill, not 0·o: 0·NaN would be NaN)
+    term1 = (w1 * out1.to(work)).masked_fill(lse1 == float("-inf"), 0.0)
+    term2 = (w2 * out2.to(work)).masked_fill(lse2 == float("-inf"), 0.0)
+    out = ((term1 + term2) / safe_total).to(out1.dtype)  # (..., T, Dv)
+    lse = torch.where(empty, float("-inf"), shift + torch.log(safe_total)).squeeze(-1)  # (..., T)
+    return out, lse.to(lse1.dtype)
+
+
+def _check_attention_states(out1, lse1, out2, lse2) -> None:
+    check_float_tensor("out1", out1, min_ndim=1, layout="(..., T, Dv)")
+    check_float_tensor("out2", out2, min_ndim=1, layout="(..., T, Dv)")
+    check_same_device_dtype(("out1", "out2"), (out1, out2))
+    if out1.shape != out2.shape:
+        raise ValueError(f"out2 must have the same shape as out1 (the same queries), got out1 {tuple(out1.shape)} "
+                         f"and out2 {tuple(out2.shape)}")
+    rows = tuple(out1.shape[:-1])
+    for name, lse in (("lse1", lse1), ("lse2", lse2)):
+        check_float_tensor(name, lse)
+        if lse.device != out1.device:
+            raise ValueError(f"{name} is on {lse.device} but out1 is on {out1.device}; move all four to one device")
+        if tuple(lse.shape) != rows:
+            raise ValueError(f"{name} must have shape out1.shape[:-1] = {rows} (one log-sum-exp per row of out1 "
+                             f"{tuple(out1.shape)}), got {tuple(lse.shape)}")
+    check_same_device_dtype(("lse1", "lse2"), (lse1, lse2))
+
+
 def flash_kernel(
     q: Tensor,
     k: Tensor,

@@ -551,3 +551,157 @@ def test_no_queries_give_an_empty_context_like_explicit_attention(scale):
     expected, _ = explicit_attention(q, k, v, scale=scale)
     out = flash_attention(q, k, v, scale=scale, causal=True)
     assert out.shape == expected.shape == (1, 2, 0, 3)
+
+
+# --- merging two finished attention states by their log-sum-exp ---------------------------------------------------
+
+
+def allowed_keys(case: dict, mask, T: int, S: int):
+    """The full keep mask of a case, the causal triangle included (None: every key), to be cut with the keys."""
+    return combine_masks(bottom_right(T, S), mask) if case["causal"] else mask
+
+
+def key_slice(mask, keys: slice):
+    """A keep mask broadcastable to (..., T, S) cut to the keys ``keys`` (its last dimension)."""
+    return None if mask is None else mask[..., keys]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_merging_two_halves_of_the_keys_equals_attention_over_all_of_them(seed):
+    """Keys cut at a random point (0 and S included: one side empty); each side run by flash_attention with its
+    slice of the mask (causal triangle included), merged: explicit attention and SDPA over every key."""
+    case = random_case(seed)
+    q, k, v, mask = case_tensors(case, seed)
+    T, S = case["T"], case["S"]
+    allowed = allowed_keys(case, mask, T, S)
+    cut = random.Random(seed + 500).randint(0, S)
+    halves = []
+    for keys in (slice(0, cut), slice(cut, S)):
+        halves += flash_attention(q, k[..., keys, :], v[..., keys, :], mask=key_slice(allowed, keys),
+                                  block_size=case["block_size"], return_lse=True)
+    out, lse = mha_lib.merge_attention_states(*halves)
+    _, expected_lse = flash_attention(q, k, v, mask=allowed, block_size=case["block_size"], return_lse=True)
+    torch.testing.assert_close(out, reference(q, k, v, mask=allowed), **FORWARD)
+    torch.testing.assert_close(out, mha_lib.sdpa_attention(q, k, v, allowed)[0], **FORWARD)
+    torch.testing.assert_close(lse, expected_lse, **FORWARD)
+    assert out.shape == (case["B"], case["H"], T, case["Dv"]) and lse.shape == (case["B"], case["H"], T)
+
+
+def test_split_kv_decoding_one_query_over_many_chunks():
+    """Flash-Decoding: one new query over a long cache cut into chunks of unequal sizes, merged one after another."""
+    gen = torch.Generator().manual_seed(11)
+    q, k = torch.randn(2, 4, 1, 8, generator=gen), torch.randn(2, 4, 100, 8, generator=gen)
+    v = torch.randn(2, 4, 100, 6, generator=gen)
+    edges = [0, 7, 8, 30, 64, 65, 100]
+    out, lse = None, None
+    for j0, j1 in zip(edges, edges[1:]):
+        part = flash_attention(q, k[..., j0:j1, :], v[..., j0:j1, :], return_lse=True)
+        out, lse = part if out is None else mha_lib.merge_attention_states(out, lse, *part)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v), **FORWARD)
+    torch.testing.assert_close(lse, torch.logsumexp((q @ k.transpose(-2, -1)) / math.sqrt(8), -1), **FORWARD)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_merging_three_parts_is_associative_and_commutative(seed):
+    gen = torch.Generator().manual_seed(seed)
+    T, S = 6, 3 * 5
+    q, k, v = torch.randn(2, 3, T, 4, generator=gen), torch.randn(2, 3, S, 4, generator=gen), torch.randn(2, 3, S, 5)
+    keep = torch.rand(2, 3, T, S, generator=gen) < 0.5
+    keep[0, 0, 1] = False  # a row with no key at all
+    keep[1, 2, 2, 5:] = False  # a row whose keys all sit in the first part
+    a, b, c = (flash_attention(q, k[..., j:j + 5, :], v[..., j:j + 5, :], mask=keep[..., j:j + 5], block_size=2,
+                               return_lse=True) for j in (0, 5, 10))
+    merge = mha_lib.merge_attention_states
+    left = merge(*merge(*a, *b), *c)
+    right = merge(*a, *merge(*b, *c))
+    swapped = merge(*c, *merge(*b, *a))
+    expected = flash_attention(q, k, v, mask=keep, return_lse=True)
+    for result in (left, right, swapped):
+        torch.testing.assert_close(result[0], expected[0], **FORWARD)
+        torch.testing.assert_close(result[1], expected[1], **FORWARD)
+        torch.testing.assert_close(result[0], reference(q, k, v, mask=keep), **FORWARD)
+    assert left[1][0, 0, 1] == float("-inf") and (left[0][0, 0, 1] == 0).all()
+
+
+def test_merging_with_a_side_that_saw_no_key():
+    """lse = -inf on one side: the other side's row comes back unchanged, even if the empty side holds NaN or inf;
+    on both sides: output 0 and lse -inf (flash_attention's empty row), which merges on like any other."""
+    gen = torch.Generator().manual_seed(3)
+    out1, lse1 = torch.randn(2, 4, 3, generator=gen), torch.randn(2, 4, generator=gen)
+    out2, lse2 = torch.full((2, 4, 3), float("nan")), torch.full((2, 4), float("-inf"))
+    out2[0, 1] = float("inf")
+    for merged in (mha_lib.merge_attention_states(out1, lse1, out2, lse2),
+                   mha_lib.merge_attention_states(out2, lse2, out1, lse1)):
+        assert torch.equal(merged[0], out1) and torch.equal(merged[1], lse1)
+    lse1[1, 2] = float("-inf")  # neither side saw a key in this row
+    out, lse = mha_lib.merge_attention_states(out1, lse1, out2, lse2)
+    assert (out[1, 2] == 0).all() and lse[1, 2] == float("-inf")
+    assert torch.isfinite(out).all() and torch.isfinite(lse[~torch.isinf(lse1)]).all()
+    later_out, later_lse = torch.randn(2, 4, 3, generator=gen), torch.randn(2, 4, generator=gen)
+    again = mha_lib.merge_attention_states(out, lse, later_out, later_lse)
+    assert torch.equal(again[0][1, 2], later_out[1, 2]) and again[1][1, 2] == later_lse[1, 2]
+
+
+def test_merging_keeps_large_lse_finite_and_exact():
+    """Log-sum-exps far beyond exp's range (±1000) merge without overflow: only their difference is exponentiated."""
+    out1, out2 = torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0, 1.0]])
+    for base in (-1000.0, 0.0, 1000.0):
+        out, lse = mha_lib.merge_attention_states(out1, torch.tensor([base]), out2, torch.tensor([base + math.log(3)]))
+        torch.testing.assert_close(out, torch.tensor([[0.25, 0.75]]))
+        torch.testing.assert_close(lse, torch.tensor([base + math.log(4)]))
+
+
+def test_merging_float32_lse_with_bfloat16_outputs():
+    """FlashAttention's CUDA kernels keep lse in float32 beside bf16 outputs: each keeps its dtype."""
+    out1, out2 = torch.randn(3, 5, 4).bfloat16(), torch.randn(3, 5, 4).bfloat16()
+    lse1, lse2 = torch.randn(3, 5), torch.randn(3, 5)
+    out, lse = mha_lib.merge_attention_states(out1, lse1, out2, lse2)
+    assert out.dtype == torch.bfloat16 and lse.dtype == torch.float32
+    w1 = torch.sigmoid(lse1 - lse2)[..., None]  # exp(L1 - L) = 1 / (1 + exp(L2 - L1))
+    torch.testing.assert_close(out.float(), w1 * out1.float() + (1 - w1) * out2.float(), rtol=0, atol=1e-2)
+    torch.testing.assert_close(lse, torch.logaddexp(lse1, lse2))
+
+
+def test_merging_is_differentiable_in_all_four_inputs():
+    gen = torch.Generator().manual_seed(4)
+    inputs = [torch.randn(2, 3, 4, generator=gen, dtype=torch.float64), torch.randn(2, 3, generator=gen,
+              dtype=torch.float64), torch.randn(2, 3, 4, generator=gen, dtype=torch.float64),
+              torch.randn(2, 3, generator=gen, dtype=torch.float64)]
+    inputs[3][0, 1] = float("-inf")  # one row with an empty second side: the gradient stays finite there
+    leaves = [t.requires_grad_() for t in inputs]
+    assert torch.autograd.gradcheck(lambda *t: mha_lib.merge_attention_states(*t), leaves)
+    out, lse = mha_lib.merge_attention_states(*leaves)
+    grads = torch.autograd.grad(out.sum() + lse.sum(), leaves)
+    assert all(torch.isfinite(g).all() for g in grads)
+    assert (grads[2][0, 1] == 0).all() and grads[3][0, 1] == 0  # the empty side gets no gradient
+
+
+O, L = torch.randn(2, 3, 4), torch.randn(2, 3)
+
+
+@pytest.mark.parametrize(
+    "args, error, text",
+    [
+        ((O, L, torch.randn(2, 3, 5), L), ValueError,
+         "out2 must have the same shape as out1 (the same queries), got out1 (2, 3, 4) and out2 (2, 3, 5)"),
+        ((O, torch.randn(2, 4), O, L), ValueError,
+         "lse1 must have shape out1.shape[:-1] = (2, 3) (one log-sum-exp per row of out1 (2, 3, 4)), got (2, 4)"),
+        ((O, L, O, torch.randn(2, 3, 1)), ValueError,
+         "lse2 must have shape out1.shape[:-1] = (2, 3) (one log-sum-exp per row of out1 (2, 3, 4)), got (2, 3, 1)"),
+        ((O, L, O.double(), L), TypeError, "out2 has dtype torch.float64 but out1 has torch.float32; they must match"),
+        ((O, L, O, L.double()), TypeError, "lse2 has dtype torch.float64 but lse1 has torch.float32; they must match"),
+        ((O, L.long(), O, L), TypeError, "lse1 must be a floating-point tensor, got dtype torch.int64"),
+        ((O.long(), L, O, L), TypeError, "out1 must be a floating-point tensor, got dtype torch.int64"),
+        (([[1.0]], L, O, L), TypeError, "out1 must be a torch.Tensor, got list"),
+        ((O, L, O, 0.5), TypeError, "lse2 must be a torch.Tensor, got float"),
+        ((O, L, O, L.to("meta")), ValueError, "lse2 is on meta but out1 is on cpu; move all four to one device"),
+        ((O, L, O.to("meta"), L), ValueError, "out2 is on meta but out1 is on cpu; move both to one device"),
+        ((torch.tensor(1.0), torch.tensor(1.0), torch.tensor(1.0), torch.tensor(1.0)), ValueError,
+         "out1 must be at least 1-D (..., T, Dv), got 0-D shape ()"),
+    ],
+    ids=["out-shapes", "lse1-shape", "lse2-shape", "out-dtypes", "lse-dtypes", "lse-int", "out-int", "out-list",
+         "lse-float", "lse-device", "out-device", "0-d"],
+)
+def test_bad_input_to_merge_attention_states_is_named(args, error, text):
+    with pytest.raises(error, match=esc(text)):
+        mha_lib.merge_attention_states(*args)
