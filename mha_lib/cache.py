@@ -17,6 +17,8 @@ sliding window keeps only the last ``window - 1`` tokens: what the next query ca
 
 from __future__ import annotations
 
+import weakref
+
 import torch
 
 from .validation import check_int
@@ -36,7 +38,9 @@ class KVCache:
     def __init__(self):
         self.tensors: tuple[Tensor, ...] = ()
         self.seen = 0
-        self._owner: int | None = None  # id() of the layer that filled it
+        # a weak reference to the layer that first used it, not its id(): Python reuses the id of a freed object,
+        # so a layer built anew at every step could take the place of the freed one and fill the same cache
+        self._owner: weakref.ref | None = None
 
     @property
     def length(self) -> int:
@@ -59,10 +63,19 @@ class KVCache:
         return torch.arange(self.start, self.seen, device=device)
 
     def claim(self, layer) -> None:
-        """Called by a layer before it reads or writes: one cache, one layer."""
+        """Called by a layer before it reads or writes: one cache, one layer, for as long as the cache lives."""
         if self._owner is None:
-            self._owner = id(layer)
-        elif self._owner != id(layer):
+            self._owner = weakref.ref(layer)
+            return
+        owner = self._owner()
+        if owner is None:
+            raise ValueError(
+                "kv_cache belongs to a layer that no longer exists: a cache stays tied to the layer it was first "
+                "used with, and that layer was freed (was the layer built anew for this step?). Build the layers "
+                "once and give each its own KVCache() (a model keeps one per layer, e.g. caches = [KVCache() for "
+                "_ in layers])"
+            )
+        if owner is not layer:
             raise ValueError(
                 "kv_cache already holds another layer's keys and values: give each layer its own KVCache() "
                 "(a model keeps one per layer, e.g. caches = [KVCache() for _ in layers])"

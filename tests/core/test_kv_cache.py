@@ -219,3 +219,53 @@ def test_append_refuses_chunks_that_do_not_fit():
     with pytest.raises(ValueError, match=r"chunk\[0\] is torch.float64 on cpu but the cache holds torch.float32"):
         cache.append(torch.zeros(1, 2, 1, 4, dtype=torch.float64), torch.zeros(1, 2, 1, 4, dtype=torch.float64))
     assert cache.seen == 3 and cache.length == 3
+
+
+def _step_with_a_new_layer(kind: str, x, cache, ids: list):
+    """The trap: a helper that builds its layer anew at every step (the previous one already freed) and passes the
+    same cache. Python reuses a freed object's id(), so the new layer often lands where the old one was."""
+    if kind == "mha":
+        layer = MultiHeadAttention(8, 8, 10, 0.0, 4)
+    else:
+        layer = mha_lib.MultiHeadLatentAttention(8, 2, kv_lora_rank=4, qk_nope_head_dim=2, qk_rope_head_dim=2,
+                                                 v_head_dim=3, context_length=10)
+    ids.append(id(layer))  # the number only: the layer itself is freed when this returns
+    return layer(x, kv_cache=cache)
+
+
+@pytest.mark.parametrize("kind", ["mha", "mla"])
+def test_a_layer_built_anew_at_every_step_cannot_fill_the_freed_layers_cache(kind):
+    # with the layer remembered by id(), the later steps were accepted in most trials: keys of four layers with
+    # different weights in one cache, a silent wrong answer. The cache keeps a weak reference: refused every time.
+    # (No pytest.raises between the steps: its own objects would take the freed layer's address.)
+    reused, messages = 0, []
+    for _trial in range(60):
+        cache, ids = KVCache(), []
+        steps = [torch.randn(1, 2, 8)] + [torch.randn(1, 1, 8) for _ in range(3)]
+        _step_with_a_new_layer(kind, steps[0], cache, ids)
+        for x in steps[1:]:
+            try:
+                _step_with_a_new_layer(kind, x, cache, ids)
+            except ValueError as error:
+                messages.append(str(error))
+            else:
+                messages.append("accepted")
+        assert cache.seen == 2  # nothing appended by the refused steps
+        reused += ids[1] == ids[0]
+    assert len(messages) == 180
+    for message in messages:
+        assert message.startswith("kv_cache belongs to a layer that no longer exists: ") and \
+            "Build the layers once and give each its own KVCache()" in message, message
+    assert reused > 0, "no trial rebuilt the layer at the freed one's address: this test no longer sets the trap"
+
+def test_the_layer_that_filled_a_cache_is_not_kept_alive_by_it():
+    import gc
+    import weakref
+
+    layer, cache = _layer(), KVCache()
+    layer(torch.randn(1, 2, 8), kv_cache=cache)
+    alive = weakref.ref(layer)
+    del layer
+    gc.collect()
+    assert alive() is None  # the cache does not keep a deleted model's layers in memory
+    assert cache.seen == 2 and cache.length == 2
