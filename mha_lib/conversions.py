@@ -9,6 +9,8 @@ Every converter returns a module in the source's mode (``.training``), on its de
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import torch
 from torch import nn
 
@@ -140,11 +142,15 @@ def attention_from_llama(llama_attention: nn.Module, config) -> MultiHeadAttenti
     for name in ("hidden_size", "num_attention_heads", "num_key_value_heads", "max_position_embeddings"):
         if not hasattr(config, name):
             raise TypeError(f"config must be a transformers LlamaConfig, got {type(config).__name__} without {name}")
-    rope = getattr(config, "rope_parameters", None) or {}
+    rope = _rope_parameters(config)
     rope_type = rope.get("rope_type", "default")
     if rope_type != "default":
         raise ValueError(f"attention_from_llama supports Llama's default RoPE only, got rope_type={rope_type!r}")
     theta = rope.get("rope_theta", getattr(config, "rope_theta", None))  # transformers 5 / 4
+    if theta is None:  # without it the layer would have no positions at all: Llama's attention rotates q and k
+        raise TypeError(f"config must be a transformers LlamaConfig, got {type(config).__name__} without rope_theta "
+                        f"(nor rope_parameters['rope_theta']): Llama rotates q and k by RoPE, and rope_theta sets "
+                        f"its frequencies")
     heads = config.num_attention_heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
     q = llama_attention.q_proj
@@ -187,13 +193,22 @@ def attention_from_deepseek(deepseek_v3_attention: nn.Module, config) -> MultiHe
         if not hasattr(config, name):
             raise TypeError(f"config must be a transformers DeepseekV3Config, got {type(config).__name__} "
                             f"without {name}")
-    rope = dict(getattr(config, "rope_parameters", None) or {})
+    rope = _rope_parameters(config)
     rope_type = rope.get("rope_type", "default")
     if rope_type not in ("default", "yarn"):
         raise ValueError(f"attention_from_deepseek supports rope_type 'default' and 'yarn', got {rope_type!r}")
     yarn = None
     if rope_type == "yarn":
         original = rope.get("original_max_position_embeddings")
+        if original is None:
+            raise ValueError("config.rope_parameters has rope_type 'yarn' but no original_max_position_embeddings "
+                             "(the context length the model was trained with before YaRN stretched it): pass the "
+                             "config the layer was built from (transformers' DeepseekV3Config sets it to "
+                             "max_position_embeddings when it is not given)")
+        if isinstance(original, bool) or not isinstance(original, (int, float)) or not original >= 1 \
+                or original != int(original):
+            raise ValueError(f"config.rope_parameters['original_max_position_embeddings'] must be a whole number of "
+                             f"positions >= 1, got {original!r}")
         factor = rope.get("factor") or config.max_position_embeddings / original
         yarn = YaRN(factor=float(factor), original_context_length=int(original),
                     beta_fast=float(rope.get("beta_fast") or 32), beta_slow=float(rope.get("beta_slow") or 1),
@@ -227,6 +242,19 @@ def attention_from_deepseek(deepseek_v3_attention: nn.Module, config) -> MultiHe
     if getattr(config, "rope_interleave", False):
         _deinterleave_rotary_rows(layer)
     return _same_mode(layer, ref)
+
+
+def _rope_parameters(config) -> dict:
+    """``config.rope_parameters`` (transformers 5; ``rope_scaling`` in 4) as a dict, ``{}`` when there is none;
+    an older config's ``"type"`` is read as ``"rope_type"``, as transformers does."""
+    rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
+    if not isinstance(rope, Mapping):
+        raise TypeError(f"config.rope_parameters must be a dict (rope_type, rope_theta, ...), got "
+                        f"{type(rope).__name__}")
+    rope = dict(rope)
+    if "rope_type" not in rope and "type" in rope:
+        rope["rope_type"] = rope["type"]
+    return rope
 
 
 def _deinterleave_rotary_rows(layer: MultiHeadLatentAttention) -> None:

@@ -359,3 +359,25 @@ def test_a_rope_type_other_than_default_or_yarn_is_refused(rope_type):
     with pytest.raises(ValueError, match=esc(f"attention_from_deepseek supports rope_type 'default' and 'yarn', got "
                                              f"'{rope_type}'")):
         mha_lib.attention_from_deepseek(reference, config)
+
+
+def test_a_yarn_config_without_its_original_context_length_is_refused_by_name():
+    reference, config = tiny_deepseek_attention(hidden_size=16, num_heads=2, yarn=YaRN(4.0, 16))
+    assert config.rope_parameters["original_max_position_embeddings"] == 16
+    for value in ("missing", None):
+        config.rope_parameters = {k: v for k, v in config.rope_parameters.items()
+                                  if k != "original_max_position_embeddings"}
+        if value is None:
+            config.rope_parameters["original_max_position_embeddings"] = None
+        with pytest.raises(ValueError, match=esc(
+                "config.rope_parameters has rope_type 'yarn' but no original_max_position_embeddings (the context "
+                "length the model was trained with before YaRN stretched it): pass the config the layer was built "
+                "from")):
+            mha_lib.attention_from_deepseek(reference, config)
+    for value in (0, -16, 2.5, "16", True):
+        config.rope_parameters["original_max_position_embeddings"] = value
+        with pytest.raises(ValueError, match=esc(f"config.rope_parameters['original_max_position_embeddings'] must "
+                                                 f"be a whole number of positions >= 1, got {value!r}")):
+            mha_lib.attention_from_deepseek(reference, config)
+    config.rope_parameters["original_max_position_embeddings"] = 16
+    assert mha_lib.attention_from_deepseek(reference, config).yarn == YaRN(4.0, 16)

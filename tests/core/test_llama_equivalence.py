@@ -122,3 +122,22 @@ def test_attention_from_llama_refuses_what_is_not_llama():
     with pytest.raises(ValueError, match=r"llama_attention.k_proj.weight has shape \(8, 16\) but config implies "
                                          r"\(16, 16\)"):
         mha_lib.attention_from_llama(reference, other)
+
+
+def test_a_config_without_rope_theta_is_refused_not_turned_into_a_layer_without_positions():
+    from types import SimpleNamespace
+
+    reference, config = tiny_llama_attention(hidden_size=16, num_heads=2, num_kv_heads=1)
+    sizes = dict(hidden_size=16, num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=32)
+    message = (r"config must be a transformers LlamaConfig, got SimpleNamespace without rope_theta \(nor "
+               r"rope_parameters\['rope_theta'\]\): Llama rotates q and k by RoPE")
+    for extra in ({}, {"rope_parameters": None}, {"rope_parameters": {"rope_type": "default"}}, {"rope_theta": None}):
+        with pytest.raises(TypeError, match=message):
+            mha_lib.attention_from_llama(reference, SimpleNamespace(**sizes, **extra))
+    # every size and a theta, as transformers 4 kept it (an attribute) or 5 (in rope_parameters): a rotary layer
+    for extra in ({"rope_theta": 500_000.0}, {"rope_parameters": {"rope_type": "default", "rope_theta": 500_000.0}}):
+        layer = mha_lib.attention_from_llama(reference, SimpleNamespace(**sizes, **extra))
+        assert layer.rope_theta == 500_000.0
+    with pytest.raises(TypeError, match=r"config.rope_parameters must be a dict \(rope_type, rope_theta, ...\), got "
+                                        r"list"):
+        mha_lib.attention_from_llama(reference, SimpleNamespace(**sizes, rope_parameters=[10_000.0]))
