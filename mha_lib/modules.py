@@ -300,6 +300,12 @@ class MultiHeadAttention(_MultiHeadBase):
         self.window = None if window is None else check_int("window", window, low=1)
         if self.window is not None and not self.causal:
             raise ValueError("window needs causal=True: a sliding window limits how far back a causal query looks")
+        if self.rope_theta is not None and self.d_kv_in != self.d_in:
+            raise ValueError(
+                f"d_kv_in={self.d_kv_in} (keys and values from another sequence, cross-attention) cannot be combined "
+                f"with rope_theta={self.rope_theta:g}: RoPE rotates queries and keys by their positions in one "
+                f"shared sequence, so no call of this layer could run; drop one of the two"
+            )
         qkv_bias = _check_bias_flag(qkv_bias)
         inner = self.num_heads * self.head_dim  # H·Dh: d_out unless head_dim was given
         kv_width = self.num_kv_heads * self.head_dim  # G·Dh: the keys and values shrink with G

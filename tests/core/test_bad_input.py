@@ -1055,3 +1055,17 @@ def test_a_0d_mask_gives_both_kernels_the_result_of_its_broadcast(keep, q_dims):
     torch.testing.assert_close(sdpa_attention(q, k, v, mask=mask)[0], explicit_attention(q, k, v, mask=mask)[0])
     if not keep:  # nothing may be attended to: every row is the fully masked row, all zeros
         assert torch.equal(sdpa_attention(q, k, v, mask=mask)[0], torch.zeros(shape))
+
+
+def test_cross_attention_keys_with_rope_are_refused_when_the_layer_is_built():
+    # d_kv_in != d_in: every call needs kv, and kv cannot take RoPE; a layer no call can use is refused at once
+    with pytest.raises(ValueError, match=re.escape(
+            "d_kv_in=8 (keys and values from another sequence, cross-attention) cannot be combined with "
+            "rope_theta=10000: RoPE rotates queries and keys by their positions in one shared sequence, so no call "
+            "of this layer could run; drop one of the two")):
+        mha_lib.MultiHeadAttention(6, 8, 10, 0.0, 2, d_kv_in=8, rope_theta=1e4)
+    # either one alone builds a working layer; d_kv_in equal to d_in is self-attention, where RoPE belongs
+    assert mha_lib.MultiHeadAttention(6, 8, 10, 0.0, 2, d_kv_in=8)(torch.randn(1, 3, 6), torch.randn(1, 4, 8)).shape \
+        == (1, 3, 8)
+    assert mha_lib.MultiHeadAttention(8, 8, 10, 0.0, 2, d_kv_in=8, rope_theta=1e4)(torch.randn(1, 3, 8)).shape \
+        == (1, 3, 8)
