@@ -456,3 +456,74 @@ def test_matplotlib_is_imported_only_when_plot_heads_is_used():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.splitlines() == ["[]", "True False Figure"]
+
+
+# --- display width: pad, show_table ---------------------------------------------------------------------------
+
+
+def test_display_width_counts_a_cjk_character_as_two_columns():
+    from mha_lib.display.printing import display_width
+
+    assert display_width("head") == 4
+    assert display_width("权重") == 4
+    assert display_width("头 0：") == 6  # the ideographs and the full-width colon take two columns each
+    assert display_width("e\u0301") == 1  # a combining accent takes none
+    assert display_width("÷ 8 × 2") == 7  # ambiguous-width signs take one, as in a notebook's Latin font
+    assert display_width("") == 0
+    with pytest.raises(TypeError, match="text must be a str, got int 3"):
+        display_width(3)
+
+
+def test_pad_fills_display_columns_and_matches_str_padding_on_ascii():
+    from mha_lib.display.printing import pad
+
+    assert pad("权重", 7) == "权重   "
+    assert pad("权重", 7, ">") == "   权重"
+    assert pad("权重", 7, "^") == " 权重  "
+    assert "权重".rjust(7) == "     权重"  # what str.rjust does: counts characters, two columns too far right
+    assert pad("raw", 7, ">") == "raw".rjust(7) and pad("raw", 7) == "raw".ljust(7)
+    assert pad("掩蔽后的分数", 4) == "掩蔽后的分数"  # already wider: returned whole, never cut
+
+
+@pytest.mark.parametrize(
+    "args, error, message",
+    [
+        (("权重", 4, "left"), ValueError, r"align must be '<', '>' or '\^', got 'left'"),
+        (("权重", 4.0), TypeError, "width must be an int, got float 4.0"),
+        (("权重", True), TypeError, "width must be an int, got bool True"),
+        (("权重", -1), ValueError, r"width must be an int in \[0, inf\], got -1"),
+        ((7, 4), TypeError, "text must be a str, got int 7"),
+    ],
+)
+def test_pad_bad_align_or_width_names_itself(args, error, message):
+    from mha_lib.display.printing import pad
+
+    with pytest.raises(error, match=message):
+        pad(*args)
+
+
+def test_show_table_lines_up_a_chinese_header_over_numbers(capsys):
+    from mha_lib.display.printing import display_width
+
+    mha_lib.show_table([["缩放后", 0.25, 3], ["softmax 权重", 1.0, 12]], header=["阶段", "最大值", "头数"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [
+        "阶段          最大值  头数",
+        "缩放后        0.2500     3",
+        "softmax 权重  1.0000    12",
+    ]
+    # every right-aligned column ends at the same display column in every line, header included
+    assert {display_width(line) for line in lines} == {26}
+    middle = zip(lines, ["最大值", "0.2500", "1.0000"])
+    assert {display_width(line[: line.index(value) + len(value)]) for line, value in middle} == {20}
+
+
+def test_show_table_bad_rows_or_align_name_themselves(capsys):
+    with pytest.raises(ValueError, match=r"rows must all have 2 cells \(the first row's\), got lengths \[2, 1\]"):
+        mha_lib.show_table([[1, 2], [3]])
+    with pytest.raises(ValueError, match=r"align must give one of '<', '>', '\^' per column \(3\), got '<>'"):
+        mha_lib.show_table([[1, 2, 3]], align="<>")
+    with pytest.raises(ValueError, match=r"align must be '<', '>' or '\^', got 'x'"):
+        mha_lib.show_table([[1, 2, 3]], align="<>x")
+    mha_lib.show_table([])  # no rows: nothing printed
+    assert capsys.readouterr().out == ""
