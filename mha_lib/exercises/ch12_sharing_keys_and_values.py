@@ -14,7 +14,8 @@ turned into feedback), compares with ``mha_lib``'s own ``expand_kv_heads``, ``kv
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+import sys
 from typing import Callable
 
 import torch
@@ -133,20 +134,33 @@ def _config(case) -> DecoderAttention:
     return DECODER_CONFIGS[case] if isinstance(case, str) else case
 
 
-@dataclass(frozen=True)
-class _Shape:
-    """What the student's function receives: a ``DecoderAttention``'s fields, frozen. (``attempt`` copies
-    arguments and rebuilds tuples, so a NamedTuple would arrive as a bare tuple without its field names.)"""
+CALLED_KV_CACHE_BYTES = N_("your function called {op}, which the exercise asks you not to do: multiply the "
+                          "config's sizes yourself (layers × 2 × num_kv_heads × head_dim × tokens held × "
+                          "bytes_per_element).")
 
-    n_layers: int
-    num_heads: int
-    num_kv_heads: int
-    head_dim: int
-    d_model: int
-    context_length: int
-    window: int | None = None
-    kv_lora_rank: int | None = None  # latent attention (chapter 14); None in every case of this exercise
-    qk_rope_head_dim: int | None = None
+
+def _watch_kv_cache_bytes(student_fn, called: list[str]):
+    """``student_fn`` with a note in ``called`` of every call to ``kv_cache_bytes`` it makes, as the library's
+    function or as the config's own method (the config is a real ``DecoderAttention``: it has one)."""
+    if not callable(student_fn):
+        return student_fn  # for attempt to refuse
+    watched = {kv_cache_bytes.__code__: "mha_lib.kv_cache_bytes",
+               DecoderAttention.kv_cache_bytes.__code__: "config.kv_cache_bytes"}
+
+    def note(frame, event, arg):
+        if event == "call" and frame.f_code in watched and not called:
+            called.append(watched[frame.f_code])
+
+    @functools.wraps(student_fn)
+    def run(*args):
+        previous = sys.getprofile()
+        sys.setprofile(note)
+        try:
+            return student_fn(*args)
+        finally:
+            sys.setprofile(previous)
+
+    return run
 
 
 NOT_WHOLE_BYTES = N_("your function returned {value}: a number of bytes is a finite whole number.")
@@ -161,9 +175,13 @@ def check_cache_bytes(student_fn: Callable[[DecoderAttention, int, int], int]) -
                 for c, t, b in cases]  # before any call
     answers = []
     for (config, tokens, b) in cases:
-        answer = attempt(name, student_fn, _Shape(*config), tokens, b)
+        called: list[str] = []
+        # the config itself, a DecoderAttention as in DECODER_CONFIGS: fields, unpacking, _replace all work
+        answer = attempt(name, _watch_kv_cache_bytes(student_fn, called), config, tokens, b)
         if isinstance(answer, Feedback):
             return answer
+        if called:
+            return failed(name, _(CALLED_KV_CACHE_BYTES).format(op=called[0]))
         value = as_count(answer)
         if value is None:
             return failed(name, _(NOT_A_NUMBER).format(kind=type(answer).__name__))

@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import sys
+import types
 from typing import Callable
 
 import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-from ..functional import online_softmax_step
+from .. import functional
 from ..language import N_, gettext as _
 from ..masks import causal_mask_at
 from . import NOT_FINITE, Feedback, attempt, compare, failed, passed, refuse
@@ -54,10 +56,14 @@ OVERFLOW = N_("your result holds NaN or inf for scores near 1,000 (it was right 
 WHOLE_ROW = N_("right values, but your function called {op} on a tensor of shape {shape}, as many numbers as the "
                "row's {S} scores, with block_size = {b}: the online softmax takes in one block of at most "
                "block_size keys per step (section 2).")
-CALLED_SOFTMAX = N_("your function called {op}, which the exercise asks you not to do: compute the weights "
-                    "yourself, one block at a time, with a running max, sum and output.")
-CALLED_LIBRARY = N_("your function called mha_lib's online_softmax_step, which the exercise asks you not to do: "
-                    "write the running max, sum and output yourself.")
+CALLED_SOFTMAX = N_("your function called {op}, which computes a softmax (or its log) for you: the exercise asks you "
+                    "to compute the weights yourself, one block at a time, with a running max, sum and output.")
+CALLED_ATTENTION = N_("your function called {op}, which computes attention, its softmax included, for you: the "
+                      "exercise asks you to compute the weights yourself, one block at a time, with a running max, "
+                      "sum and output.")
+CALLED_LIBRARY = N_("your function called mha_lib's {op}, which does this exercise's work for you (a softmax, an "
+                    "attention, or a step or merge of the online softmax): write the running max, sum and output "
+                    "yourself, one block at a time.")
 
 ONLINE_CASES = (  # (S, Dv, block_size, score shift, what the case is for)
     (7, 3, 3, 0.0),  # a block size that does not divide S; the largest score comes last
@@ -137,20 +143,32 @@ def _unambiguous(mistakes: dict[str, Tensor]) -> dict[str, Tensor]:
 
 
 class _Watch(TorchFunctionMode):
-    """Notes, without changing anything, what a student's function does with torch while it runs: a softmax,
-    ``mha_lib``'s own online softmax, and the widest tensor it exponentiated."""
+    """Notes, without changing anything, what a student's function does with torch while it runs: the first
+    shortcut it takes (a softmax, an attention, or one of ``mha_lib``'s functions that compute either), and the
+    widest tensor it exponentiated (or took the log-sum-exp of).
 
-    SOFTMAX = {torch.softmax: "torch.softmax", F.softmax: "torch.nn.functional.softmax",
-               Tensor.softmax: "Tensor.softmax", torch.special.softmax: "torch.special.softmax",
-               torch.log_softmax: "torch.log_softmax", F.log_softmax: "torch.nn.functional.log_softmax",
-               Tensor.log_softmax: "Tensor.log_softmax"}
-    EXP = {torch.exp: "torch.exp", Tensor.exp: "Tensor.exp", Tensor.exp_: "Tensor.exp_", torch.exp2: "torch.exp2"}
+    A torch function counts as a softmax or an attention by its name (``softmax``, ``log_softmax``,
+    ``torch._softmax``, ``torch.ops.aten._softmax``, ``scaled_dot_product_attention`` however it is reached,
+    ``multi_head_attention_forward``...); ``mha_lib``'s functions by the code running when torch is called, so
+    that a library function reached through another one (``flash_attention`` through ``online_softmax_step``) is
+    named as the student called it.
+    """
 
-    def __init__(self, row_length: int):
+    KNOWN = {torch.softmax: "torch.softmax", F.softmax: "torch.nn.functional.softmax",
+             Tensor.softmax: "Tensor.softmax", torch.special.softmax: "torch.special.softmax",
+             torch.log_softmax: "torch.log_softmax", F.log_softmax: "torch.nn.functional.log_softmax",
+             Tensor.log_softmax: "Tensor.log_softmax",
+             F.scaled_dot_product_attention: "torch.nn.functional.scaled_dot_product_attention",
+             F.multi_head_attention_forward: "torch.nn.functional.multi_head_attention_forward"}
+    EXP = {torch.exp: "torch.exp", Tensor.exp: "Tensor.exp", Tensor.exp_: "Tensor.exp_", torch.exp2: "torch.exp2",
+           torch.logsumexp: "torch.logsumexp", Tensor.logsumexp: "Tensor.logsumexp",
+           torch.special.logsumexp: "torch.special.logsumexp"}
+
+    def __init__(self, row_length: int, library: dict):
         super().__init__()
         self.row_length = row_length
-        self.softmax: str | None = None
-        self.library = False
+        self.library = library  # code object -> name, of mha_lib's functions that do the work
+        self.shortcut: tuple[str, str] | None = None  # (message, what was called)
         self.whole_row: tuple[str, tuple[int, ...]] | None = None
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -162,24 +180,71 @@ class _Watch(TorchFunctionMode):
         return func(*args, **kwargs)
 
     def _note(self, func, args) -> None:
-        if func in self.SOFTMAX and self.softmax is None:
-            self.softmax = self.SOFTMAX[func]
+        if self.shortcut is None:
+            called = self._library_called(sys._getframe(2))
+            if called is not None:
+                self.shortcut = (CALLED_LIBRARY, called)
+            else:
+                name = str(getattr(func, "__name__", "")).lower()
+                if "attention" in name or "transformer" in name:
+                    self.shortcut = (CALLED_ATTENTION, _op_name(func))
+                elif "softmax" in name:
+                    self.shortcut = (CALLED_SOFTMAX, _op_name(func))
         if func in self.EXP and self.whole_row is None and args and isinstance(args[0], Tensor):
             shape = tuple(args[0].shape)
             if self.row_length in shape:
                 self.whole_row = (self.EXP[func], shape)
-        if not self.library:
-            frame = sys._getframe(2)
-            for _depth in range(40):
-                if frame is None:
-                    break
-                if frame.f_code is _STEP_CODE:
-                    self.library = True
-                    break
-                frame = frame.f_back
+
+    def _library_called(self, frame) -> str | None:
+        """The ``mha_lib`` function the student's code called, if torch is running inside one that does the work:
+        the outermost ``mha_lib`` frame below the student's function."""
+        inside, outermost = False, None
+        for _depth in range(60):
+            if frame is None or frame.f_code is _RUN_CODE:  # reached the student's function: stop
+                break
+            inside = inside or frame.f_code in self.library
+            filename = frame.f_code.co_filename
+            if filename.startswith(_LIBRARY_DIR) and not filename.startswith(_EXERCISES_DIR):
+                outermost = frame.f_code
+            frame = frame.f_back
+        if not inside or outermost is None:
+            return None
+        return getattr(outermost, "co_qualname", outermost.co_name)
 
 
-_STEP_CODE = online_softmax_step.__code__
+def _op_name(func) -> str:
+    """How a student would write the torch function ``func``: ``torch.nn.functional.scaled_dot_product_attention``,
+    ``Tensor.softmax``, ``torch.ops.aten._softmax``..."""
+    if func in _Watch.KNOWN:
+        return _Watch.KNOWN[func]
+    if isinstance(func, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        return f"torch.ops.{func}"
+    name = str(getattr(func, "__name__", func))
+    if str(getattr(func, "__qualname__", "")).startswith(("TensorBase.", "Tensor.")):
+        return f"Tensor.{name}"
+    module = str(getattr(func, "__module__", None) or "torch")
+    if module == "torch._C._special":
+        return f"torch.special.{name.removeprefix('special_')}"
+    return f"{_PUBLIC_MODULES.get(module, module)}.{name}"
+
+
+_PUBLIC_MODULES = {"torch._C._nn": "torch.nn.functional", "torch._C._VariableFunctions": "torch"}
+
+
+def _library_functions() -> dict:
+    """``mha_lib``'s functions that compute a softmax, an attention, or a step or merge of the online softmax
+    (``online_softmax_step``, ``flash_attention``, ``sdpa_attention``, ``explicit_attention``, ``stable_softmax``,
+    ``merge_attention_states``, ...): code object -> name. Looked up at each check, so a function added later is
+    watched too. (``online_softmax_start``, which only makes the empty state, is not one of them.)"""
+    found = {}
+    for name, value in vars(functional).items():
+        code = getattr(value, "__code__", None)
+        if code is None or getattr(value, "__module__", None) != functional.__name__:
+            continue
+        if ("softmax" in name and name != "online_softmax_start") or name.endswith("attention") or \
+                name.startswith(("flash", "merge_attention")):
+            found[code] = name
+    return found
 
 
 def _watched(student_fn, watch: _Watch):
@@ -195,6 +260,11 @@ def _watched(student_fn, watch: _Watch):
     return run
 
 
+_RUN_CODE = next(c for c in _watched.__code__.co_consts if isinstance(c, types.CodeType) and c.co_name == "run")
+_LIBRARY_DIR = os.path.dirname(functional.__file__) + os.sep
+_EXERCISES_DIR = os.path.dirname(__file__) + os.sep
+
+
 def check_online_softmax(student_fn: Callable[[Tensor, Tensor, int], Tensor]) -> Feedback:
     """``student_fn(scores, values, block_size)`` with ``scores`` ``(S,)`` and ``values`` ``(S, Dv)`` must return
     ``softmax(scores) @ values`` ``(Dv,)``, computed block by block with a running max, sum and output.
@@ -204,18 +274,18 @@ def check_online_softmax(student_fn: Callable[[Tensor, Tensor, int], Tensor]) ->
     """
     name = "online_softmax"
     generator = torch.Generator().manual_seed(14)  # a CPU generator: the same numbers on every machine
+    library = _library_functions()
     for S, Dv, b, shift in ONLINE_CASES:
         scores, values = _online_case(S, Dv, shift, generator)
         expected = (torch.softmax(scores.double(), dim=-1) @ values.double()).float()  # before the call
         mistakes = _online_mistakes(scores, values, b)
-        watch = _Watch(S)
+        watch = _Watch(S, library)
         answer = attempt(name, _watched(student_fn, watch), scores, values, b)
         if isinstance(answer, Feedback):
             return answer
-        if watch.library:
-            return failed(name, CALLED_LIBRARY)
-        if watch.softmax:
-            return failed(name, _(CALLED_SOFTMAX).format(op=watch.softmax))
+        if watch.shortcut is not None:
+            message, op = watch.shortcut
+            return failed(name, _(message).format(op=op))
         verdict = compare(name, answer, expected, mistakes=mistakes)
         if not verdict and shift and verdict.message == _(NOT_FINITE):
             verdict = failed(name, OVERFLOW)

@@ -575,3 +575,65 @@ def test_ch08_refusing_the_forward_leaves_every_layer_working_afterwards():
     fused = mha_lib.fused_from_split(layer)
     x = torch.randn(1, 4, 6)
     torch.testing.assert_close(fused(x), layer(x))
+
+
+# --- chapter 12: the config is the DecoderAttention itself; chapter 14: no one-line shortcut passes ----------------
+
+
+@pytest.mark.parametrize("solution", [
+    lambda c, t, b: (lambda L, H, G, Dh, D, ctx, W, r, dr: L * 2 * G * Dh * (t if W is None else min(t, W)) * b)(*c),
+    lambda c, t, b: c[0] * 2 * c[2] * c[3] * (t if c[6] is None else min(t, c[6])) * b,
+    lambda c, t, b: c._asdict()["n_layers"] * 2 * c.num_kv_heads * c.head_dim * (
+        t if c._replace(d_model=0).window is None else min(t, c.window)) * b,
+    lambda c, t, b: c.n_layers * c.cache_numbers_per_token * (t if c.window is None else min(t, c.window)) * b,
+], ids=["unpacked", "indexed", "asdict-replace", "numbers-per-token"])
+def test_ch12_cache_bytes_a_correct_answer_that_uses_the_config_as_a_namedtuple_passes(solution):
+    assert isinstance(mha_lib.DECODER_CONFIGS["llama-3-8b"], mha_lib.DecoderAttention)
+    feedback = ch12.check_cache_bytes(solution)
+    assert feedback.passed, str(feedback)
+
+
+@pytest.mark.parametrize(("shortcut", "called"), [
+    (lambda c, t, b: c.kv_cache_bytes(t, bytes_per_element=b), "config.kv_cache_bytes"),
+    (lambda c, t, b: mha_lib.kv_cache_bytes(c.n_layers, c.num_kv_heads, c.head_dim, t, bytes_per_element=b,
+                                            window=c.window), "mha_lib.kv_cache_bytes"),
+    (lambda c, t, b: mha_lib.sizes.kv_cache_bytes(c.n_layers, c.num_kv_heads, c.head_dim, t), "mha_lib.kv_cache_bytes"),
+], ids=["method", "function", "wrong-use"])
+def test_ch12_cache_bytes_calling_kv_cache_bytes_is_refused_as_the_exercise_says(shortcut, called):
+    # the notebook: "Do not call kv_cache_bytes"; the config is a real DecoderAttention, whose method is one dot away
+    assert_wrong(ch12.check_cache_bytes(shortcut), f"your function called {called}, which the exercise asks you not "
+                                                   f"to do: multiply the config's sizes yourself")
+
+
+def test_ch12_cache_bytes_leaves_no_profiler_behind():
+    import sys
+
+    before = sys.getprofile()
+    ch12.check_cache_bytes(lambda c, t, b: c.kv_cache_bytes(t, bytes_per_element=b))
+    ch12.check_cache_bytes(_raise(ZeroDivisionError("x")))
+    assert sys.getprofile() is before
+
+
+def _query_of_ones(scores):
+    return torch.ones(1, 1), scores[:, None]  # q·k = the score: attention over them is softmax(scores) @ values
+
+
+@pytest.mark.parametrize("cheat", [
+    lambda s, v, b: torch.nn.functional.scaled_dot_product_attention(*_query_of_ones(s), v, scale=1.0)[0],
+    lambda s, v, b: torch._C._nn.scaled_dot_product_attention(*_query_of_ones(s), v, scale=1.0)[0],
+    lambda s, v, b: torch.ops.aten.scaled_dot_product_attention.default(*_query_of_ones(s), v, scale=1.0)[0],
+    lambda s, v, b: mha_lib.sdpa_attention(*_query_of_ones(s), v, scale=1.0)[0][0],
+    lambda s, v, b: mha_lib.flash_attention(*_query_of_ones(s), v, scale=1.0, block_size=b)[0],
+    lambda s, v, b: mha_lib.flash_attention(*_query_of_ones(s), v, scale=1.0, block_size=b, return_lse=True)[0][0],
+    lambda s, v, b: mha_lib.explicit_attention(*_query_of_ones(s), v, scale=1.0)[0][0],
+    lambda s, v, b: torch._softmax(s, 0, False) @ v,
+    lambda s, v, b: torch._safe_softmax(s, 0) @ v,
+    lambda s, v, b: torch.special.log_softmax(s, 0).exp() @ v,
+    lambda s, v, b: torch.nn.Softmax(dim=0)(s) @ v,
+    lambda s, v, b: torch.distributions.Categorical(logits=s).probs @ v,
+], ids=["F.sdpa", "C.sdpa", "aten.sdpa", "sdpa_attention", "flash_attention", "flash-lse", "explicit_attention",
+        "_softmax", "_safe_softmax", "special.log_softmax", "nn.Softmax", "Categorical"])
+def test_ch14_online_softmax_a_one_line_shortcut_with_right_values_is_never_correct(cheat):
+    feedback = verdict_of("ch14.online_softmax", cheat)
+    assert_wrong(feedback, "your function called ")
+    assert "correct" not in feedback.message.split(":")[0]

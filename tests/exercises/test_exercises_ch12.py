@@ -186,6 +186,35 @@ def test_cache_bytes_gets_the_config_fields_not_a_bare_tuple():
     assert (32, 8, 4096) in seen  # Mistral-7B, window included
 
 
+def test_cache_bytes_gets_the_decoder_attention_itself_so_unpacking_it_works():
+    # the exercise says config has the fields of DECODER_CONFIGS[...]: it is that NamedTuple, so a student who unpacks
+    # it (or indexes it, or calls _replace) as one unpacks a DecoderAttention is right
+    seen = []
+
+    def unpacking(config, tokens, bytes_per_element):
+        seen.append(type(config))
+        n_layers, _num_heads, num_kv_heads, head_dim, _d_model, _context, window, *_latent = config
+        held = tokens if window is None else min(tokens, window)
+        return n_layers * 2 * num_kv_heads * head_dim * held * bytes_per_element
+
+    feedback = ch12.check_cache_bytes(unpacking)
+    assert feedback.passed, str(feedback)
+    assert set(seen) == {mha_lib.DecoderAttention}
+
+
+def test_cache_bytes_refuses_kv_cache_bytes_as_the_notebook_says():
+    # the config's own method is one dot away: "Do not call kv_cache_bytes" (the exercise's text) is checked
+    for shortcut, called in ((lambda c, t, b: c.kv_cache_bytes(t, bytes_per_element=b), "config.kv_cache_bytes"),
+                             (lambda c, t, b: mha_lib.kv_cache_bytes(c.n_layers, c.num_kv_heads, c.head_dim, t,
+                                                                     bytes_per_element=b, window=c.window),
+                              "mha_lib.kv_cache_bytes")):
+        feedback = ch12.check_cache_bytes(shortcut)
+        assert feedback.message == (
+            f"your function called {called}, which the exercise asks you not to do: multiply the config's sizes "
+            f"yourself (layers × 2 × num_kv_heads × head_dim × tokens held × bytes_per_element).")
+        assert not feedback.passed and feedback.attempted
+
+
 def test_cache_bytes_stub_and_feedback():
     assert not ch12.check_cache_bytes(_stub).attempted
     assert not ch12.check_cache_bytes(lambda c, t, b: Feedback("cache_bytes", True, "ok")).passed

@@ -15,6 +15,7 @@ import torch
 import mha_lib
 from mha_lib.exercises import FAIL_MARK, PASS_MARK, TODO_MARK
 from mha_lib.exercises import ch14_attention_at_scale as ch14
+from mha_lib.llm.scale import online_softmax_trace
 
 
 def _stub(*args):
@@ -377,3 +378,117 @@ def test_absorbed_query_heads_summed_without_einsum_is_named_without_mentioning_
     feedback = ch14.check_absorbed_query(lambda q, W: (q @ W).sum(dim=1))
     assert not feedback.passed
     assert "you summed over the heads (your result has no head dimension)" in feedback.message, feedback.message
+
+
+# --- check_online_softmax: one-line shortcuts that compute the softmax for the student ---------------------------
+
+
+def _as_attention(scores):
+    """A query of ones against the scores as one-number keys: q·k = the score (scale 1), so attention is
+    softmax(scores) @ values, the exercise's whole answer."""
+    return torch.ones(1, 1), scores[:, None]
+
+
+ONE_LINE_SHORTCUTS = {
+    "torch.nn.functional.scaled_dot_product_attention, which computes attention, its softmax included, for you":
+        lambda s, v, b: torch.nn.functional.scaled_dot_product_attention(*_as_attention(s), v, scale=1.0)[0],
+    "torch.ops.aten.scaled_dot_product_attention, which computes attention":
+        lambda s, v, b: torch.ops.aten.scaled_dot_product_attention(*_as_attention(s), v, scale=1.0)[0],
+    "torch.ops.aten._scaled_dot_product_attention_math, which computes attention":
+        lambda s, v, b: torch.ops.aten._scaled_dot_product_attention_math(*_as_attention(s), v, scale=1.0)[0][0],
+    "mha_lib's sdpa_attention, which does this exercise's work for you":
+        lambda s, v, b: mha_lib.sdpa_attention(*_as_attention(s), v, scale=1.0)[0][0],
+    "mha_lib's flash_attention, which does this exercise's work for you":
+        lambda s, v, b: mha_lib.flash_attention(*_as_attention(s), v, scale=1.0, block_size=b)[0],
+    "mha_lib's flash_kernel":
+        lambda s, v, b: mha_lib.flash_kernel(*_as_attention(s), v, scale=1.0)[0][0],
+    "mha_lib's explicit_attention":
+        lambda s, v, b: mha_lib.explicit_attention(*_as_attention(s), v, scale=1.0)[0][0],
+    "mha_lib's stable_softmax": lambda s, v, b: mha_lib.stable_softmax(s) @ v,
+    "mha_lib's masked_softmax": lambda s, v, b: mha_lib.masked_softmax(s) @ v,
+    "torch._softmax, which computes a softmax (or its log) for you": lambda s, v, b: torch._softmax(s, 0, False) @ v,
+    "torch.ops.aten._softmax": lambda s, v, b: torch.ops.aten._softmax(s, 0, False) @ v,
+    "torch.special.softmax": lambda s, v, b: torch.special.softmax(s, 0) @ v,
+    "torch.nn.functional.log_softmax": lambda s, v, b: torch.nn.functional.log_softmax(s, 0).exp() @ v,
+    "mha_lib's online_softmax_trace": lambda s, v, b: list(online_softmax_trace(s, v, b))[-1].result,
+}
+
+
+@pytest.mark.parametrize("phrase", list(ONE_LINE_SHORTCUTS))
+def test_online_softmax_refuses_every_one_line_shortcut_and_names_it(phrase):
+    shortcut = ONE_LINE_SHORTCUTS[phrase]
+    scores, values = torch.randn(7), torch.randn(7, 3)  # the shortcut is right: only the watch can refuse it
+    result = shortcut(scores, values, 3)
+    result = result if result.dim() == 1 else result[0]
+    torch.testing.assert_close(result, torch.softmax(scores, -1) @ values)
+    feedback = ch14.check_online_softmax(shortcut)
+    assert not feedback.passed and feedback.attempted, str(feedback)
+    assert feedback.message.startswith(f"your function called {phrase}"), feedback.message
+    assert "one block at a time, with a running max, sum and output" in feedback.message or \
+        "write the running max, sum and output yourself, one block at a time" in feedback.message
+
+
+def test_online_softmax_shortcut_messages_say_only_what_is_true():
+    # the exercise's text forbids torch.softmax and mha_lib's online softmax by name; for anything else the message
+    # says what the call does, never that the exercise named it
+    sdpa = ch14.check_online_softmax(ONE_LINE_SHORTCUTS[next(iter(ONE_LINE_SHORTCUTS))])
+    assert sdpa.message == (
+        "your function called torch.nn.functional.scaled_dot_product_attention, which computes attention, its softmax "
+        "included, for you: the exercise asks you to compute the weights yourself, one block at a time, with a "
+        "running max, sum and output.")
+    flash = ch14.check_online_softmax(ONE_LINE_SHORTCUTS["mha_lib's flash_attention, which does this exercise's work "
+                                                         "for you"])
+    assert flash.message == (
+        "your function called mha_lib's flash_attention, which does this exercise's work for you (a softmax, an "
+        "attention, or a step or merge of the online softmax): write the running max, sum and output yourself, one "
+        "block at a time.")
+    for feedback in (sdpa, flash):
+        assert "asks you not to" not in feedback.message
+
+
+def test_online_softmax_refuses_merging_the_blocks_with_the_library():
+    merge = getattr(mha_lib, "merge_attention_states", None)
+    if merge is None:
+        pytest.skip("this mha_lib has no merge_attention_states")
+
+    def blocks_merged_by_the_library(scores, values, block_size):  # each block's softmax by hand, merged by mha_lib
+        out = lse = None
+        for j in range(0, scores.shape[0], block_size):
+            s, v = scores[j:j + block_size], values[j:j + block_size]
+            m = s.max()
+            w = torch.exp(s - m)
+            o, L = (w @ v / w.sum())[None], (m + w.sum().log())[None]
+            out, lse = (o, L) if out is None else merge(out, lse, o, L)
+        return out[0]
+
+    feedback = ch14.check_online_softmax(blocks_merged_by_the_library)
+    assert not feedback.passed
+    assert feedback.message.startswith("your function called mha_lib's merge_attention_states, which does this "
+                                       "exercise's work for you"), feedback.message
+
+
+def test_online_softmax_a_whole_row_log_sum_exp_is_named_by_what_it_did():
+    def normalised_by_the_whole_row(scores, values, block_size):  # blocks, but each divided by the row's own total
+        total = torch.logsumexp(scores, dim=0)
+        return sum(torch.exp(scores[j:j + block_size] - total) @ values[j:j + block_size]
+                   for j in range(0, scores.shape[0], block_size))
+
+    feedback = ch14.check_online_softmax(normalised_by_the_whole_row)
+    assert feedback.message.startswith("right values, but your function called torch.logsumexp on a tensor of shape "
+                                       "(7,), as many numbers as the row's 7 scores"), feedback.message
+
+
+def test_online_softmax_the_library_pieces_that_do_no_work_are_not_refused():
+    def own_loop_with_the_librarys_empty_state(scores, values, block_size):
+        state = mha_lib.online_softmax_start((), values.shape[-1])  # m = -inf, l = 0, o = 0: nothing computed yet
+        m, l, o = state.max[0], state.total[0], state.output
+        for j in range(0, scores.shape[0], block_size):
+            s, v = scores[j:j + block_size], values[j:j + block_size]
+            m_new = torch.maximum(m, s.max())
+            factor, w = torch.exp(m - m_new), torch.exp(s - m_new)
+            l, o, m = factor * l + w.sum(), factor * o + w @ v, m_new
+        mha_lib.show("done")  # mha_lib code that computes nothing of the answer
+        return o / l
+
+    feedback = ch14.check_online_softmax(own_loop_with_the_librarys_empty_state)
+    assert feedback.passed, str(feedback)
