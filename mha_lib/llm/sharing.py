@@ -8,6 +8,8 @@
                                                           generates; the cached keys each new query reads
     cache_speedup_figure(result)                          the saved benchmark: generation time with and without
                                                           the cache, and the speed-up, against T
+    aten_ops(run)                                         the PyTorch operations a call runs (the profiler): which
+                                                          back-end SDPA chose, whether it copied the kv heads
 
 Every figure is a plain ``matplotlib.figure.Figure`` at 100 dpi with labels of at least 10 px, within
 1200 × 900 px (the series' projector sizes, ``mha_lib.display.plotting``). Heads are counted from 0; query heads
@@ -17,6 +19,7 @@ Every figure is a plain ``matplotlib.figure.Figure`` at 100 dpi with labels of a
 from __future__ import annotations
 
 import numbers
+import os
 
 import numpy as np
 import torch
@@ -79,6 +82,36 @@ def kv_head_of(query_head: int, num_heads: int, num_kv_heads: int) -> int:
     num_heads = check_positive_int("num_heads", num_heads)
     num_kv_heads = _check_groups(num_heads, num_kv_heads)
     return _index(query_head) // (num_heads // num_kv_heads)
+
+
+# --------------------------------------------------------------------------------------------- what a kernel runs
+
+
+def aten_ops(run) -> list[str]:
+    """The PyTorch operations that ``run()`` calls, by name (``"aten::..."``), each once, in the order of its first
+    call: what PyTorch's profiler records on the CPU side (``torch.autograd.profiler.profile``, which
+    ``torch.profiler`` builds on; the legacy recorder starts in milliseconds where ``torch.profiler`` can take
+    seconds). Chapter 12 reads from it which back-end ``F.scaled_dot_product_attention`` dispatched to
+    (``aten::_scaled_dot_product_flash_attention_for_cpu``, ``aten::_scaled_dot_product_attention_math``, ...) and
+    whether it copied the key/value heads (``aten::repeat_interleave``).
+
+    The profiler's trace library (Kineto) prints timestamped log lines to the process's stderr, which a notebook
+    shows under the cell: unless ``KINETO_LOG_LEVEL`` is already set, it is raised to silence while the profiler
+    starts (the level is read when the library first starts, so a process that profiled before keeps its own).
+    The result of ``run()`` is discarded.
+    """
+    if not callable(run):
+        raise TypeError(f"run must be a function of no arguments (what to profile), got {type(run).__name__}")
+    silenced = "KINETO_LOG_LEVEL" not in os.environ
+    if silenced:
+        os.environ["KINETO_LOG_LEVEL"] = "6"  # above FATAL: no log line
+    try:
+        with torch.autograd.profiler.profile(use_kineto=False) as profile:
+            run()
+    finally:
+        if silenced:
+            os.environ.pop("KINETO_LOG_LEVEL", None)
+    return list(dict.fromkeys(event.name for event in profile.function_events))
 
 
 # --------------------------------------------------------------------------------------------- grouped heatmaps
@@ -383,6 +416,6 @@ def cache_speedup_figure(result: dict, *, title: str | None = None):
 
 
 __all__ = [
-    "GROUP_COLOURS", "cache_speedup_figure", "generation_steps_figure", "group_colour", "grouped_heads_figure",
-    "kv_head_of", "sharing_figure", "sharing_numbers", "sharing_widget",
+    "GROUP_COLOURS", "aten_ops", "cache_speedup_figure", "generation_steps_figure", "group_colour",
+    "grouped_heads_figure", "kv_head_of", "sharing_figure", "sharing_numbers", "sharing_widget",
 ]

@@ -1,7 +1,10 @@
 """Chapter 12's figures and widget (mha_lib/llm/sharing.py): the values drawn are the values computed, groups keep
-their colours, the widget redraws, sizes fit a projector, bad input is named."""
+their colours, the widget redraws, sizes fit a projector, bad input is named; aten_ops names the operations a call
+runs (which SDPA back-end, whether it copied the key/value heads)."""
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import pytest
@@ -215,3 +218,33 @@ def test_cache_speedup_figure_reads_the_shipped_results():
 def test_cache_speedup_figure_bad_input_is_named(bad, error, phrase):
     with pytest.raises(error, match=phrase):
         sharing.cache_speedup_figure(bad)
+
+
+# --- what a kernel runs ----------------------------------------------------------------------------------------
+
+
+def test_aten_ops_shows_which_back_end_ran_and_whether_it_copied_the_kv_heads(monkeypatch):
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    monkeypatch.delenv("KINETO_LOG_LEVEL", raising=False)
+    q, k, v = torch.randn(1, 8, 6, 4), torch.randn(1, 2, 6, 4), torch.randn(1, 2, 6, 4)  # H = 8, G = 2
+
+    def grouped():
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+
+    dispatched = sharing.aten_ops(grouped)
+    with sdpa_kernel(SDPBackend.MATH):
+        math = sharing.aten_ops(grouped)
+    assert dispatched[0] == math[0] == "aten::scaled_dot_product_attention"  # in the order of the first call
+    assert len(set(math)) == len(math)  # each once
+    # chapter 12's finding on a CPU: the fused kernel reads the G heads as they are, the math back-end copies them
+    assert "aten::_scaled_dot_product_flash_attention_for_cpu" in dispatched
+    assert "aten::repeat_interleave" not in dispatched and "aten::expand" not in dispatched
+    assert "aten::_scaled_dot_product_attention_math" in math and "aten::repeat_interleave" in math
+    assert "KINETO_LOG_LEVEL" not in os.environ  # silenced while it ran, then put back
+
+
+def test_aten_ops_bad_input_is_named():
+    with pytest.raises(TypeError, match="run must be a function of no arguments"):
+        sharing.aten_ops(3)
