@@ -126,7 +126,7 @@ class DecoderAttention(NamedTuple):
     head_dim: int
     d_model: int
     context_length: int
-    window: int | None = None  # sliding-window attention: the cache never holds more than this many tokens
+    window: int | None = None  # sliding window W: a step reads W tokens at most (W − 1 cached + the current one)
     kv_lora_rank: int | None = None  # latent attention: the latent's width
     qk_rope_head_dim: int | None = None  # latent attention: the shared rotary key's width
 
@@ -193,8 +193,8 @@ def kv_cache_bytes(
     """Bytes a decoder's KV cache holds: ``layers × 2 (K and V) × G × Dh × tokens × bytes × batch``.
 
     ``num_kv_heads`` is G: the key/value heads, not the query heads (GQA divides the cache by H / G). With a
-    sliding ``window`` W the cache holds at most W tokens per layer (``min(tokens, W)``). The default 2 bytes per
-    number is float16 / bfloat16, the usual inference dtype; float32 is 4.
+    sliding ``window`` W a step reads ``min(tokens, W)`` tokens per layer: the W − 1 most recent cached ones and the
+    current one. The default 2 bytes per number is float16 / bfloat16, the usual inference dtype; float32 is 4.
 
     Latent attention (MLA, chapter 14): give ``kv_lora_rank`` r and ``qk_rope_head_dim`` dr instead of G and Dh;
     each token then costs ``r + dr`` numbers per layer (the latent and the shared rotary key):

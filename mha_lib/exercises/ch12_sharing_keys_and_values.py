@@ -97,10 +97,10 @@ FORGOT_LAYERS = N_("you counted one layer: every layer keeps its own cache, mult
 FIXED_BYTES = N_("you used 2 bytes per number whatever bytes_per_element says: use the argument (2 for float16 / "
                  "bfloat16, 4 for float32).")
 BITS = N_("you counted bits, not bytes: bytes_per_element is already in bytes, do not multiply by 8.")
-IGNORED_WINDOW = N_("you ignored the sliding window: a model with config.window = W keeps at most W tokens per layer, "
-                    "so the cache holds min(tokens, W) tokens.")
-WINDOW_ALWAYS = N_("you used the window even when fewer tokens than the window are held: the cache holds "
-                   "min(tokens, W) tokens.")
+IGNORED_WINDOW = N_("you ignored the sliding window: a model with config.window = W counts min(tokens, W) tokens per "
+                    "layer (the W − 1 most recent cached ones plus the current one).")
+WINDOW_ALWAYS = N_("you used the window even when fewer tokens than the window are held: count min(tokens, W) "
+                   "tokens (the W − 1 most recent cached ones plus the current one).")
 USED_D_MODEL = N_("you used d_model where the kv width G·Dh belongs (num_kv_heads × head_dim): with GQA the keys of "
                   "one token are G·Dh numbers, not D.")
 
