@@ -403,7 +403,8 @@ def online_softmax_start(rows_shape, value_width: int, *, dtype=torch.float32, d
 
 
 def online_softmax_step(
-    state: OnlineSoftmaxState, scores: Tensor, values: Tensor, *, dropout_p: float = 0.0
+    state: OnlineSoftmaxState, scores: Tensor, values: Tensor, *, dropout_p: float = 0.0,
+    dropout_mask: Tensor | None = None,
 ) -> OnlineSoftmaxState:
     """One step of the online softmax (Milakov & Gimelshein 2018): take in one block of keys.
 
@@ -415,7 +416,10 @@ def online_softmax_step(
         o' = exp(m - m')·o + exp(scores - m') @ values
 
     After the last block, ``o' / l'`` is exactly ``softmax(all scores) @ all values``. With ``dropout_p``, dropped
-    weights leave the output but not the sum: the same as dropout on the normalised weights.
+    weights leave the output but not the sum: the same as dropout on the normalised weights. Which weights drop is
+    drawn by ``F.dropout``, or given as ``dropout_mask``, a ``torch.bool`` keep mask broadcastable to ``scores``
+    (True = kept; the kept weights are scaled by ``1 / (1 - dropout_p)``): ``flash_attention`` gives it, to draw the
+    same mask again in its backward.
     """
     new_max = torch.maximum(state.max, scores.amax(dim=-1, keepdim=True))  # (..., Tb, 1)
     # a row that has seen only masked keys keeps max -inf: shift it by 0 instead (exp(-inf - -inf) would be NaN)
@@ -426,9 +430,16 @@ def online_softmax_step(
         max=new_max,
         total=rescale * state.total + weights.sum(dim=-1, keepdim=True),
         # (..., Tb, Sb) @ (..., Sb, Dv) -> (..., Tb, Dv)
-        output=rescale * state.output + (F.dropout(weights, p=dropout_p) if dropout_p else weights) @ values,
+        output=rescale * state.output + _dropped(weights, dropout_p, dropout_mask) @ values,
         rescale=rescale,
     )
+
+
+def _dropped(weights: Tensor, dropout_p: float, dropout_mask: Tensor | None) -> Tensor:
+    """Inverted dropout on a tile of weights: drawn by ``F.dropout``, or the kept ones given by ``dropout_mask``."""
+    if dropout_mask is not None:
+        return weights.masked_fill(~dropout_mask, 0.0) * (1.0 / (1.0 - dropout_p))
+    return F.dropout(weights, p=dropout_p) if dropout_p else weights
 
 
 def flash_attention(
@@ -460,8 +471,15 @@ def flash_attention(
     Returns the context ``(..., T, Dv)``; with ``return_lse=True`` also the log-sum-exp of each row's scaled
     scores ``(..., T)`` (``-inf`` for a row with no key): with the output, what the backward keeps (one number per
     row, as in FlashAttention-2; the 2022 paper keeps the row's max and sum, two numbers).
-    Gradients: without dropout, the backward recomputes each tile's weights from that log-sum-exp instead of
-    storing them (``_FlashAttention``), so training memory grows with T too.
+    Gradients: the backward recomputes each tile's weights from that log-sum-exp instead of storing them
+    (``_FlashAttention``), so training memory grows with T too; the log-sum-exp is differentiable as well (its
+    gradient joins the same backward), so results merged by ``merge_attention_states`` train like one call.
+
+    ``dropout_p`` drops weights as FlashAttention does, without keeping a mask: one seed per call is drawn from
+    torch's global generator (``torch.manual_seed`` makes a call reproducible), and the tile of query block ``i``
+    and key block ``j`` draws its keep mask ``torch.rand(tile shape) >= dropout_p`` from a generator on q's device
+    seeded with ``seed + i·⌈S / block_size⌉ + j``. The backward saves the seed, not the masks, and draws each
+    tile's mask again; the result equals explicit attention with that mask on its weights.
     """
     _check_qkv(q, k, v, mask)
     causal = check_flag("causal", causal)
@@ -473,11 +491,26 @@ def flash_attention(
     else:
         scale = _check_scale(scale, q)
         _check_tiles_finite(q, k, scale, block_size)
-    if dropout_p > 0:  # dropout's random mask cannot be recomputed in a backward: let autograd keep the tiles
-        context, lse = _flash_forward(q, k, v, mask, causal, scale, block_size, dropout_p)
-    else:
-        context, lse = _FlashAttention.apply(q, k, v, mask, causal, scale, block_size)
+    seed = _dropout_seed() if dropout_p > 0 else 0  # saved instead of the masks: the backward draws them again
+    context, lse = _FlashAttention.apply(q, k, v, mask, causal, scale, block_size, dropout_p, seed)
     return (context, lse) if return_lse else context
+
+
+def _dropout_seed() -> int:
+    """One seed per call, from torch's global (CPU) generator: ``torch.manual_seed`` fixes it on every device."""
+    return int(torch.randint(2**62, ()))
+
+
+def _tile_dropout_mask(generator: torch.Generator, seed: int, rows: slice, cols: slice, key_blocks: int,
+                       block_size: int, shape, dropout_p: float) -> Tensor:
+    """The keep mask of one tile's dropout, ``shape`` ``(..., Tb, Sb)``, True = kept; the same in forward and backward.
+
+    The tile of query block ``i`` and key block ``j`` seeds ``generator`` (on the tensors' device) with
+    ``seed + i·key_blocks + j``: the tiles get different masks, and any tile's mask can be drawn again alone.
+    """
+    tile = (rows.start // block_size) * key_blocks + cols.start // block_size
+    generator.manual_seed(seed + tile)
+    return torch.rand(shape, generator=generator, device=generator.device) >= dropout_p
 
 
 def _query_blocks(T: int, block_size: int):
@@ -528,9 +561,11 @@ def _expand_mask(mask: Tensor | None, T: int, S: int) -> Tensor | None:
     return mask.expand(*mask.shape[:-2], T, S)  # a view: no memory
 
 
-def _flash_forward(q, k, v, mask, causal, scale, block_size, dropout_p=0.0):
+def _flash_forward(q, k, v, mask, causal, scale, block_size, dropout_p=0.0, seed=0):
     """The forward pass: every query block walks its key blocks with ``online_softmax_step``."""
     T, S = q.shape[-2], k.shape[-2]
+    generator = torch.Generator(device=q.device) if dropout_p > 0 else None
+    key_blocks = -(-S // block_size)
     mask = _expand_mask(mask, T, S)
     context = q.new_empty(*q.shape[:-1], v.shape[-1])  # (..., T, Dv)
     lse = q.new_empty(q.shape[:-1])  # (..., T)
@@ -544,7 +579,10 @@ def _flash_forward(q, k, v, mask, causal, scale, block_size, dropout_p=0.0):
             keep = _tile_mask(mask, keep, rows, cols, q.device)
             if keep is not None:
                 scores = scores.masked_fill(~keep, float("-inf"))
-            state = online_softmax_step(state, scores, v[..., cols, :], dropout_p=dropout_p)
+            dropout_mask = None if generator is None else _tile_dropout_mask(
+                generator, seed, rows, cols, key_blocks, block_size, scores.shape, dropout_p)  # (..., Tb, Sb)
+            state = online_softmax_step(state, scores, v[..., cols, :], dropout_p=dropout_p,
+                                        dropout_mask=dropout_mask)
         context[..., rows, :] = state.result()  # 0 for queries that saw no key (causal, S < T)
         lse[..., rows] = (state.max + state.total.log()).squeeze(-1)  # log Σ exp(s) = m + log Σ exp(s - m)
     return context, lse
@@ -552,26 +590,37 @@ def _flash_forward(q, k, v, mask, causal, scale, block_size, dropout_p=0.0):
 
 class _FlashAttention(torch.autograd.Function):
     """Forward: the tiles. Backward: the tiles again, recomputing each tile's weights from the saved
-    log-sum-exp (``P = exp(S·scale - lse)``) instead of storing them (Dao et al. 2022, algorithm 4)."""
+    log-sum-exp (``P = exp(S·scale - lse)``) instead of storing them (Dao et al. 2022, algorithm 4), and each
+    tile's dropout mask from the saved seed (``_tile_dropout_mask``) instead of storing it.
+
+    With ``Z`` the tile's dropout (kept / (1 - p), or 1 without dropout) and ``dL`` the gradient of the lse:
+    ``dV = (P∘Z)ᵀ dO``, ``dP = (dO Vᵀ)∘Z``, ``dS = P∘(dP - D + dL)`` where ``D_i = dO_i · O_i``.
+    """
 
     @staticmethod
-    def forward(ctx, q, k, v, mask, causal, scale, block_size):
+    def forward(ctx, q, k, v, mask, causal, scale, block_size, dropout_p, seed):
         with torch.no_grad():
-            context, lse = _flash_forward(q, k, v, mask, causal, scale, block_size)
+            context, lse = _flash_forward(q, k, v, mask, causal, scale, block_size, dropout_p, seed)
         ctx.save_for_backward(q, k, v, context, lse, mask if mask is not None else torch.empty(0))
         ctx.has_mask, ctx.causal, ctx.scale, ctx.block_size = mask is not None, causal, scale, block_size
-        ctx.mark_non_differentiable(lse)
+        ctx.dropout_p, ctx.seed = dropout_p, seed  # two numbers: the dropout masks are drawn again, not kept
         return context, lse
 
     @staticmethod
-    def backward(ctx, grad_context, _grad_lse):
+    def backward(ctx, grad_context, grad_lse):
         q, k, v, context, lse, mask = ctx.saved_tensors
-        mask = _expand_mask(mask if ctx.has_mask else None, q.shape[-2], k.shape[-2])
+        T, S = q.shape[-2], k.shape[-2]
+        mask = _expand_mask(mask if ctx.has_mask else None, T, S)
         grad_q, grad_k, grad_v = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
-        # D_i = Σ_j P_ij dP_ij = dO_i · O_i: the softmax backward's row term, from the output, not from P
+        # D_i = Σ_j P_ij dP_ij = dO_i · O_i: the softmax backward's row term, from the output, not from P (with
+        # dropout too: O_i = Σ_j P_ij Z_ij v_j). The lse's own gradient enters there: ∂lse_i/∂s_ij = P_ij.
         row_term = (grad_context * context).sum(dim=-1, keepdim=True)  # (..., T, 1)
+        if grad_lse is not None:
+            row_term = row_term - grad_lse[..., None]
         lse = lse.masked_fill(lse == float("-inf"), float("inf"))[..., None]  # (..., T, 1): P = 0 in empty rows
-        for rows, cols, keep in _tiles(q.shape[-2], k.shape[-2], ctx.block_size, ctx.causal):
+        generator = torch.Generator(device=q.device) if ctx.dropout_p > 0 else None
+        key_blocks = -(-S // ctx.block_size)
+        for rows, cols, keep in _tiles(T, S, ctx.block_size, ctx.causal):
             q_tile, k_tile, v_tile = q[..., rows, :], k[..., cols, :], v[..., cols, :]
             scores = (q_tile * ctx.scale) @ k_tile.transpose(-2, -1)  # (..., Tb, Sb)
             keep = _tile_mask(mask, keep, rows, cols, q.device)
@@ -579,12 +628,18 @@ class _FlashAttention(torch.autograd.Function):
                 scores = scores.masked_fill(~keep, float("-inf"))
             weights = torch.exp(scores - lse[..., rows, :])  # (..., Tb, Sb): the forward's softmax, recomputed
             grad_out = grad_context[..., rows, :]  # (..., Tb, Dv)
-            grad_v[..., cols, :] += weights.transpose(-2, -1) @ grad_out  # (..., Sb, Tb) @ (..., Tb, Dv)
             grad_weights = grad_out @ v_tile.transpose(-2, -1)  # (..., Tb, Dv) @ (..., Dv, Sb) -> (..., Tb, Sb)
+            dropped = weights
+            if generator is not None:  # the forward's dropout mask of this tile, drawn again from the seed
+                kept = _tile_dropout_mask(generator, ctx.seed, rows, cols, key_blocks, ctx.block_size,
+                                          scores.shape, ctx.dropout_p)
+                dropped = _dropped(weights, ctx.dropout_p, kept)  # P∘Z
+                grad_weights = _dropped(grad_weights, ctx.dropout_p, kept)  # dP = (dO Vᵀ)∘Z
+            grad_v[..., cols, :] += dropped.transpose(-2, -1) @ grad_out  # (..., Sb, Tb) @ (..., Tb, Dv)
             grad_scores = weights * (grad_weights - row_term[..., rows, :]) * ctx.scale
             grad_q[..., rows, :] += grad_scores @ k_tile  # (..., Tb, Sb) @ (..., Sb, Dh)
             grad_k[..., cols, :] += grad_scores.transpose(-2, -1) @ q_tile  # (..., Sb, Tb) @ (..., Tb, Dh)
-        return grad_q, grad_k, grad_v, None, None, None, None
+        return grad_q, grad_k, grad_v, None, None, None, None, None, None
 
 
 def _check_tiles_finite(q: Tensor, k: Tensor, scale: float, block_size: int) -> None:

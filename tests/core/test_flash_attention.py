@@ -11,12 +11,17 @@ Every random case is drawn from its own seed (``random.Random(seed)`` for sizes 
     lse          return_lse is torch.logsumexp of the scaled, masked scores (-inf for a row with no key)
     tiles        a causal call folds in exactly the tiles that are not wholly in the future, and NaN placed in a
                  wholly-future key block never reaches the output (so those tiles are never computed)
-    memory       no tensor of T × S numbers is ever allocated, forward or backward (explicit_attention's is caught)
+    memory       no tensor of T × S numbers is ever allocated, forward or backward (explicit_attention's is caught),
+                 and what is saved for the backward is O(T), with dropout too
+    dropout      each tile's mask drawn from a seed (torch.manual_seed) and drawn again in the backward: the mask
+                 rebuilt from the documented scheme gives explicit attention's forward and gradients; gradcheck
     no SDPA      F.scaled_dot_product_attention replaced by a function that raises: nothing changes
     modules      MultiHeadAttention(kernel="flash") equals kernel="explicit" with RoPE, GQA, a window, a KV cache
                  fed in chunks, padding masks and cross-attention; dropout runs in training only
     steps        online_softmax_step's state after every block of keys, and result() the softmax row
     bad input    each ValueError / TypeError names the argument, what it got and what it expected
+    merge        merge_attention_states over keys cut anywhere equals attention over all of them (explicit, SDPA, the
+                 lse too, gradients through the lse), three parts in any order, sides that saw no key, bad input
 """
 
 from __future__ import annotations
@@ -282,8 +287,35 @@ class LargestAllocation(TorchDispatchMode):
         return result
 
 
-@pytest.mark.parametrize("causal, with_mask", [(False, False), (True, False), (True, True)])
-def test_no_tensor_of_t_by_s_numbers_is_ever_allocated(causal, with_mask):
+class SavedForBackward:
+    """Records the storages autograd saves for the backward (``saved_tensors_hooks``), each storage once: their
+    bytes are what a training step keeps between its forward and its backward."""
+
+    def __enter__(self):
+        self.storages = {}
+
+        def pack(t):
+            storage = t.untyped_storage()
+            self.storages[storage.data_ptr(), storage.nbytes()] = storage.nbytes()
+            return t
+
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t)
+        self._hooks.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self._hooks.__exit__(*exc)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(self.storages.values())
+
+
+@pytest.mark.parametrize("causal, with_mask, dropout_p",
+                         [(False, False, 0.0), (True, False, 0.0), (True, True, 0.0), (False, False, 0.3),
+                          (True, True, 0.3)])
+def test_no_tensor_of_t_by_s_numbers_is_ever_allocated(causal, with_mask, dropout_p):
+    """Nor kept for the backward, with dropout too: the backward draws each tile's dropout mask again."""
     B, H, T, S, Dh, block_size = 1, 2, 256, 256, 4, 16
     gen = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(B, H, n, Dh, generator=gen, requires_grad=True) for n in (T, S, S))
@@ -294,14 +326,18 @@ def test_no_tensor_of_t_by_s_numbers_is_ever_allocated(causal, with_mask):
         reference(q, k, v, causal=causal, mask=mask).sum().backward()
     assert explicit_mode.largest >= B * H * one_head_scores
 
-    with LargestAllocation() as forward:
-        out = flash_attention(q, k, v, causal=causal, mask=mask, block_size=block_size)
+    with LargestAllocation() as forward, SavedForBackward() as saved:
+        out = flash_attention(q, k, v, causal=causal, mask=mask, block_size=block_size, dropout_p=dropout_p)
     with LargestAllocation() as backward:
         out.sum().backward()
     assert backward.ops > 100  # the backward's tile loop ran under the recorder
     for mode in (forward, backward):
         # the largest allowed: a (B, H, T, Dh) tensor (context, gradients), 8 KiB here; 32 times less than one head
         assert mode.largest <= max(B * H * T * Dh * 4, B * H * block_size * block_size * 4) <= one_head_scores / 32
+    # kept for the backward: q, k, v, the context (B, H, T, Dh) each, the lse (B, H, T) and the mask; 34 KiB here,
+    # with or without dropout (a kernel that let autograd keep the dropped tiles kept 1.3 to 2.3 MiB here)
+    kept = 4 * B * H * T * Dh * 4 + B * H * T * 4 + (0 if mask is None else mask.untyped_storage().nbytes())
+    assert saved.nbytes <= kept <= one_head_scores / 7, (saved.nbytes, kept)
 
 
 def test_flash_attention_never_calls_sdpa(monkeypatch):
@@ -417,6 +453,122 @@ def test_dropout_runs_in_training_and_not_in_eval():
     torch.testing.assert_close(layer(x), trained, rtol=0, atol=0)  # the same seed drops the same weights
     trained.sum().backward()
     assert torch.isfinite(layer.W_query.weight.grad).all() and layer.W_query.weight.grad.abs().sum() > 0
+
+
+def flash_dropout_keep(seed: int, lead: tuple, T: int, S: int, block_size: int, dropout_p: float,
+                       device: str = "cpu") -> torch.Tensor:
+    """The (..., T, S) keep mask flash_attention's dropout draws, built tile by tile from the documented scheme: tile
+    (i, j) draws torch.rand(tile shape) >= p from a generator on the device seeded with seed + i·⌈S/block⌉ + j."""
+    keep = torch.zeros(*lead, T, S, dtype=torch.bool, device=device)
+    key_blocks, gen = math.ceil(S / block_size), torch.Generator(device=device)
+    for i in range(math.ceil(T / block_size)):
+        for j in range(key_blocks):
+            tile = keep[..., i * block_size:(i + 1) * block_size, j * block_size:(j + 1) * block_size]  # a view
+            gen.manual_seed(seed + i * key_blocks + j)
+            tile[...] = torch.rand(tile.shape, generator=gen, device=device) >= dropout_p
+    return keep
+
+
+def explicit_with_dropout(q, k, v, keep, dropout_p, *, causal=False, mask=None):
+    """Explicit attention with a given dropout keep mask on its weights (kept ones scaled by 1 / (1 - p))."""
+    if causal:
+        mask = combine_masks(bottom_right(q.shape[-2], k.shape[-2]).to(q.device), mask)
+    weights = explicit_attention(q, k, v, mask)[1]  # (..., T, S), before dropout
+    return (weights * keep / (1 - dropout_p)) @ v
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_dropout_equals_explicit_attention_with_the_same_mask_forward_and_backward(seed):
+    """The seed drawn under torch.manual_seed, the mask rebuilt from it: forward and gradients as explicit attention's
+    with that mask."""
+    case = random_case(seed)
+    q, k, v, mask = case_tensors(case, seed)
+    T, S, bs = case["T"], case["S"], case["block_size"]
+    dropout_p = (0.1, 0.3, 0.5, 0.9)[seed % 4]
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    torch.manual_seed(seed)
+    ours = flash_attention(*leaves, causal=case["causal"], mask=mask, block_size=bs, dropout_p=dropout_p)
+    torch.manual_seed(seed)
+    keep = flash_dropout_keep(functional._dropout_seed(), q.shape[:-2], T, S, bs, dropout_p)
+    expected_leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    expected = explicit_with_dropout(*expected_leaves, keep, dropout_p, causal=case["causal"], mask=mask)
+    torch.testing.assert_close(ours, expected, **FORWARD)
+    upstream = torch.randn(ours.shape, generator=torch.Generator().manual_seed(seed + 1000))
+    grads = torch.autograd.grad((ours * upstream).sum(), leaves)
+    expected_grads = torch.autograd.grad((expected * upstream).sum(), expected_leaves)
+    for name, grad, expected_grad in zip("qkv", grads, expected_grads, strict=True):
+        torch.testing.assert_close(grad, expected_grad, **GRADIENT, msg=lambda m, name=name: f"grad of {name}: {m}")
+    if T * S >= 100:  # enough weights for the mask to drop some and keep some
+        assert 0 < keep.float().mean() < 1
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; none is available on this machine")
+def test_dropout_on_the_gpu_draws_its_masks_there():
+    """On a GPU the tiles' generators live on the GPU (no mask crosses from the CPU), the seed still comes from
+    torch.manual_seed, and forward and backward equal explicit attention with the mask rebuilt there."""
+    gen = torch.Generator().manual_seed(21)
+    q, k, v = (torch.randn(2, 3, n, 8, generator=gen).cuda().requires_grad_() for n in (37, 50, 50))
+    torch.manual_seed(4)
+    out = flash_attention(q, k, v, causal=True, block_size=16, dropout_p=0.25)
+    torch.manual_seed(4)
+    keep = flash_dropout_keep(functional._dropout_seed(), (2, 3), 37, 50, 16, 0.25, device="cuda")
+    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    expected = explicit_with_dropout(*leaves, keep, 0.25, causal=True)
+    torch.testing.assert_close(out, expected, **FORWARD)
+    grads = torch.autograd.grad(out.square().sum(), (q, k, v))
+    for grad, expected_grad in zip(grads, torch.autograd.grad(expected.square().sum(), leaves), strict=True):
+        torch.testing.assert_close(grad, expected_grad, **GRADIENT)
+
+
+def test_dropout_masks_differ_between_tiles_and_calls():
+    """Each tile draws its own mask (no two tiles alike), and two calls draw two seeds: different outputs."""
+    keep = flash_dropout_keep(12345, (1,), 64, 64, 16, 0.5)
+    tiles = [keep[0, i:i + 16, j:j + 16] for i in range(0, 64, 16) for j in range(0, 64, 16)]
+    assert all(not torch.equal(a, b) for n, a in enumerate(tiles) for b in tiles[n + 1:])
+    q, k, v = (torch.randn(1, 2, 32, 4) for _ in range(3))
+    torch.manual_seed(0)
+    first, second = (flash_attention(q, k, v, dropout_p=0.3, block_size=8) for _ in range(2))
+    assert not torch.allclose(first, second)
+    torch.manual_seed(0)
+    torch.testing.assert_close(flash_attention(q, k, v, dropout_p=0.3, block_size=8), first, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("T, S, block_size, causal", [(4, 6, 2, True), (6, 4, 3, False), (5, 5, 8, True)])
+def test_gradcheck_with_dropout_in_float64(T, S, block_size, causal):
+    """A fixed seed (torch.manual_seed inside the function) gives every call of gradcheck the same masks."""
+    gen = torch.Generator().manual_seed(T * 10 + S)
+    q, k, v = (torch.randn(2, 2, n, w, generator=gen, dtype=torch.float64, requires_grad=True)
+               for n, w in ((T, 3), (S, 3), (S, 2)))
+    mask = random_mask("full", 2, 2, T, S, gen)
+
+    def dropped(q, k, v):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(5)
+            context, lse = flash_attention(q, k, v, causal=causal, mask=mask, block_size=block_size,
+                                           dropout_p=0.4, return_lse=True)
+        return context, lse.masked_fill(lse == float("-inf"), 0.0)  # a row with no key: lse -inf, no derivative
+
+    assert torch.autograd.gradcheck(dropped, (q, k, v))
+
+
+def test_the_lse_is_differentiable_and_merged_halves_train_like_one_call():
+    """Gradients flow through the lse too (dS = P∘(dP - D + dL)): attention over keys cut in two, merged, has the
+    gradients of attention over all of them."""
+    gen = torch.Generator().manual_seed(9)
+    q, k, v = (torch.randn(2, 2, n, 4, generator=gen, dtype=torch.float64, requires_grad=True) for n in (5, 9, 9))
+    assert torch.autograd.gradcheck(lambda q, k: flash_attention(q, k, v, block_size=2, return_lse=True)[1], (q, k))
+    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    halves = [x for keys in (slice(0, 4), slice(4, 9))
+              for x in flash_attention(leaves[0], leaves[1][..., keys, :], leaves[2][..., keys, :], block_size=3,
+                                       return_lse=True, mask=bottom_right(5, 9)[:, keys].clone())]
+    out, lse = mha_lib.merge_attention_states(*halves)
+    upstream = torch.randn(out.shape, generator=gen, dtype=torch.float64)
+    grads = torch.autograd.grad((out * upstream).sum() + lse.sum(), leaves)
+    expected_leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    expected, expected_lse = flash_attention(*expected_leaves, causal=True, block_size=3, return_lse=True)
+    expected_grads = torch.autograd.grad((expected * upstream).sum() + expected_lse.sum(), expected_leaves)
+    for grad, expected_grad in zip(grads, expected_grads, strict=True):
+        torch.testing.assert_close(grad, expected_grad)
 
 
 def test_dropout_keeps_the_expected_output():
