@@ -10,6 +10,8 @@
     design_costs(design, ...) / design_figure / design_widget   MHA, GQA, MQA, MLA in one model's shape: cache
                                                   bytes per token, parameters per layer, attention FLOPs per token
     design_table()                                the published decoders of ``mha_lib.sizes.DECODER_CONFIGS``
+    refusal_message(error)                        a refusal of mha_lib the chapter shows on purpose, in the
+                                                  language of ``mha_lib.set_language`` (the exception stays English)
 
 The algorithm lives in the core (``mha_lib.functional``: ``online_softmax_step``, ``flash_attention``), the masks
 and the sizes too (``mha_lib.masks``, ``mha_lib.sizes``); this module only walks, counts and draws them. Every
@@ -19,6 +21,7 @@ figure is a plain ``matplotlib.figure.Figure`` at 100 dpi, labels of at least 10
 from __future__ import annotations
 
 import math
+import re
 from typing import NamedTuple
 
 import numpy as np
@@ -26,7 +29,7 @@ import torch
 
 from ..display.plotting import LABEL_PT, MASKED_RGB, MAX_WIDTH_IN, SUPTITLE_PT, TITLE_PT
 from ..functional import masked_softmax, online_softmax_start, online_softmax_step
-from ..language import N_, gettext as _
+from ..language import N_, gettext as _, ngettext
 from ..masks import causal_mask_at
 from ..sizes import (
     DECODER_CONFIGS,
@@ -404,10 +407,34 @@ def memory_wall_figure(result: dict, *, title: str | None = None):
         ax.tick_params(labelsize=LABEL_PT)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=LABEL_PT, loc="upper left")
-    default = _("One attention call, measured on {machine} ({device}), each point in a fresh process").format(
-        machine=result.get("device_name") or result.get("machine", "?"), device=result["device"])
+    machine, threads = _machine_and_threads(result)
+    if threads is None:
+        default = _("One attention call, measured on {machine} ({device}), each point in a fresh process").format(
+            machine=machine, device=result["device"])
+    else:
+        default = ngettext("One attention call, measured on {machine} ({device}, {threads} thread), each point in a "
+                           "fresh process",
+                           "One attention call, measured on {machine} ({device}, {threads} threads), each point in "
+                           "a fresh process", threads).format(machine=machine, device=result["device"], threads=threads)
     fig.suptitle(title or default, fontsize=SUPTITLE_PT)
     return fig
+
+
+_THREADS_SUFFIX = re.compile(r",\s*(\d+)\s+threads?\s*$")  # the benchmark writes "AMD EPYC, 2 threads"
+
+
+def _machine_and_threads(result: dict) -> tuple[str, int | None]:
+    """The machine's name without the benchmark's English ", N threads" suffix, and the number of threads (the
+    result's ``threads``, else the suffix's, else None): the figure says it in the student's language."""
+    machine = str(result.get("device_name") or result.get("machine") or "?")
+    threads = result.get("threads")
+    suffix = _THREADS_SUFFIX.search(machine)
+    if suffix:
+        machine = machine[:suffix.start()]
+        threads = threads if threads is not None else int(suffix.group(1))
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise ValueError(f"result['threads'] must be a positive int, got {threads!r}")
+    return machine, threads
 
 
 # ------------------------------------------------------------------------------------------------- designs
@@ -580,8 +607,47 @@ def design_table(tokens: int | None = None) -> list[dict]:
     return rows
 
 
+# ----------------------------------------------------------------------------------- refusals, translated
+
+# mha_lib's exceptions stay in English (what people search for; mha_lib/language.py). The refusals chapter 14
+# shows on purpose are also given in the student's language: the English text (a pattern) -> the message to
+# translate, its {fields} taken from the pattern's groups.
+_REFUSALS = (
+    (re.compile(r"return_weights=True needs kernel='explicit': kernel='flash' computes attention tile by tile and "
+                r"never holds the whole weight matrix \(that is the point of it, chapter 14\)"),
+     N_("return_weights=True needs kernel='explicit': kernel='flash' computes attention tile by tile and never "
+        "holds the whole weight matrix (that is the point of it, chapter 14)")),
+    (re.compile(r"return_weights=True needs kernel='explicit': kernel='sdpa' calls F\.scaled_dot_product_attention, "
+                r"which never returns the attention weights \(its fused back-ends never build them\)"),
+     N_("return_weights=True needs kernel='explicit': kernel='sdpa' calls F.scaled_dot_product_attention, which "
+        "never returns the attention weights (its fused back-ends never build them)")),
+    (re.compile(r"return_weights=True needs kernel='explicit': kernel=(?P<kernel>'\w+') never returns the "
+                r"attention weights"),
+     N_("return_weights=True needs kernel='explicit': kernel={kernel} never returns the attention weights")),
+)
+
+
+def refusal_message(error: BaseException) -> str:
+    """The message of ``error``, an exception raised by ``mha_lib``, in the language of ``mha_lib.set_language``.
+
+    ``mha_lib`` raises in English (what people search for); a chapter that shows a refusal on purpose prints this,
+    so that a Chinese reader reads it in Chinese. Covered: ``return_weights=True`` refused by the ``"flash"`` and
+    ``"sdpa"`` kernels of ``MultiHeadAttention`` and by ``MultiHeadLatentAttention``'s fused kernels. Any other
+    message is returned as it is (in English).
+    """
+    if not isinstance(error, BaseException):
+        raise TypeError(f"error must be an exception (caught with `except ... as error`), got "
+                        f"{type(error).__name__}")
+    text = str(error)
+    for pattern, message in _REFUSALS:
+        match = pattern.fullmatch(text)
+        if match:
+            return _(message).format(**match.groupdict())
+    return text
+
+
 __all__ = [
     "DESIGNS", "FULL", "PARTIAL", "SKIPPED", "TraceStep", "design_costs", "design_figure", "design_table",
     "design_widget", "exact_row", "memory_wall_figure", "memory_wall_rows", "online_softmax_figure",
-    "online_softmax_trace", "online_softmax_widget", "tile_grid_figure", "tile_status",
+    "online_softmax_trace", "online_softmax_widget", "refusal_message", "tile_grid_figure", "tile_status",
 ]

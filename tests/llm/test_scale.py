@@ -5,6 +5,7 @@ designs' costs from mha_lib.sizes, readable figures, widgets that redraw, and cl
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -250,6 +251,74 @@ def test_the_saved_memory_wall_says_what_chapter_14s_prose_reads_in_it():
     flash = np.array([r["peak_mb"]["flash"] for r in rows])
     growth = np.diff(np.log(flash)) / np.diff(np.log([r["T"] for r in rows]))
     assert 0.5 < growth[1:].mean() < 1.5  # "grows like T", along the dash-dotted line
+    Dh = saved["shape"]["Dh"]
+    for row in rows:  # "within a few tenths of a MiB of that output"
+        assert abs(row["peak_mb"]["flash"] - row["T"] * Dh * 4 / 2**20) <= 0.3, row
+    explicit_vs_sdpa = {r["T"]: r["seconds"]["explicit"] / r["seconds"]["sdpa"] for r in rows}
+    assert all(explicit_vs_sdpa[T] >= 2.0 for T in explicit_vs_sdpa if T >= 4096)  # "SDPA ... 2.2 to 2.7 times"
+    assert all(explicit_vs_sdpa[T] < 1.0 for T in explicit_vs_sdpa if T <= 2048)  # "below that, explicit is faster"
+
+
+def test_the_memory_wall_title_counts_the_threads_in_the_students_language():
+    """The benchmark writes its machine as "AMD EPYC, 2 threads": the title says the number with ngettext."""
+    one = dict(_memory_result(), device_name="Test CPU, 1 thread", threads=1)
+    assert "measured on Test CPU (cpu, 1 thread)," in scale.memory_wall_figure(one)._suptitle.get_text()
+    two = dict(_memory_result(), device_name="Test CPU, 2 threads")  # no "threads" key: read from the name
+    assert "measured on Test CPU (cpu, 2 threads)," in scale.memory_wall_figure(two)._suptitle.get_text()
+    mha_lib.set_language("zh-CN")
+    try:
+        title = scale.memory_wall_figure(two)._suptitle.get_text()
+    finally:
+        mha_lib.set_language("en")
+    assert "Test CPU" in title and "2 个线程" in title and "threads" not in title
+    with pytest.raises(ValueError, match=r"result\['threads'\] must be a positive int"):
+        scale.memory_wall_figure(dict(_memory_result(), threads=0))
+
+
+# --- refusals, translated ----------------------------------------------------------------------------------------
+
+
+def _refusals():
+    """The refusals chapter 14 shows or names, raised by the library itself (a reworded message fails here)."""
+    torch.manual_seed(0)
+    layer = mha_lib.MultiHeadAttention(8, 8, 16, 0.0, 2)
+    latent = mha_lib.MultiHeadLatentAttention(16, 2, kv_lora_rank=4, qk_nope_head_dim=4, qk_rope_head_dim=2,
+                                              v_head_dim=4, kernel="flash")
+    calls = []
+    for kernel in ("flash", "sdpa"):
+        calls.append(lambda kernel=kernel: (setattr(layer, "kernel", kernel), layer(torch.randn(1, 3, 8),
+                                                                                   return_weights=True)))
+    calls.append(lambda: latent(torch.randn(1, 3, 16), return_weights=True))
+    errors = []
+    for call in calls:
+        with pytest.raises(ValueError) as caught:
+            call()
+        errors.append(caught.value)
+    return errors
+
+
+def test_the_refusals_the_chapter_shows_read_in_the_students_language():
+    errors = _refusals()
+    assert [scale.refusal_message(e) for e in errors] == [str(e) for e in errors]  # English: the library's text
+    mha_lib.set_language("zh-CN")
+    try:
+        chinese = [scale.refusal_message(e) for e in errors]
+    finally:
+        mha_lib.set_language("en")
+    for error, text in zip(errors, chinese):
+        assert re.search(r"[\u4e00-\u9fff]", text) and "never" not in text, (str(error), text)
+        assert "return_weights=True" in text and "kernel='explicit'" in text  # the code stays as it is written
+    assert "kernel='flash'" in chinese[2]  # the latent layer's kernel, filled in
+
+
+def test_an_unknown_message_is_returned_as_it_is_and_a_non_exception_is_refused():
+    mha_lib.set_language("zh-CN")
+    try:
+        assert scale.refusal_message(ValueError("something else")) == "something else"
+    finally:
+        mha_lib.set_language("en")
+    with pytest.raises(TypeError, match="error must be an exception"):
+        scale.refusal_message("return_weights=True needs kernel='explicit'")
 
 
 # --- designs -----------------------------------------------------------------------------------------------------
