@@ -391,15 +391,36 @@ class OnlineSoftmaxState(NamedTuple):
 
 
 def online_softmax_start(rows_shape, value_width: int, *, dtype=torch.float32, device=None) -> OnlineSoftmaxState:
-    """The state before any key: max ``-inf``, total 0, output 0, for rows of shape ``(..., Tb)``."""
-    rows = (*tuple(rows_shape), 1)
+    """The state before any key: max ``-inf``, total 0, output 0, for rows of shape ``(..., Tb)``.
+
+    ``rows_shape`` a tuple of sizes >= 0 (the query rows' shape, e.g. ``(B, H, Tb)``), ``value_width`` Dv >= 1,
+    ``dtype`` a floating dtype (that of the scores the steps will take in).
+    """
+    rows_shape = _check_rows_shape(rows_shape)
+    rows = (*rows_shape, 1)
     value_width = check_positive_int("value_width", value_width)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating torch.dtype (the scores' dtype, e.g. torch.float32), got "
+                        f"{type(dtype).__name__} {dtype!r}")
     return OnlineSoftmaxState(
         max=torch.full(rows, float("-inf"), dtype=dtype, device=device),
         total=torch.zeros(rows, dtype=dtype, device=device),
-        output=torch.zeros((*tuple(rows_shape), value_width), dtype=dtype, device=device),
+        output=torch.zeros((*rows_shape, value_width), dtype=dtype, device=device),
         rescale=torch.ones(rows, dtype=dtype, device=device),
     )
+
+
+def _check_rows_shape(rows_shape) -> tuple[int, ...]:
+    if isinstance(rows_shape, torch.Size):
+        return tuple(rows_shape)
+    if not isinstance(rows_shape, (tuple, list)) or any(
+            isinstance(n, bool) or not isinstance(n, int) for n in rows_shape):
+        raise TypeError(f"rows_shape must be a tuple of ints, the shape (..., Tb) of the query rows, got "
+                        f"{type(rows_shape).__name__} {rows_shape!r}")
+    if any(n < 0 for n in rows_shape):
+        raise ValueError(f"rows_shape must hold sizes >= 0, the shape (..., Tb) of the query rows, got "
+                         f"{tuple(rows_shape)}")
+    return tuple(int(n) for n in rows_shape)
 
 
 def online_softmax_step(
@@ -420,7 +441,11 @@ def online_softmax_step(
     drawn by ``F.dropout``, or given as ``dropout_mask``, a ``torch.bool`` keep mask broadcastable to ``scores``
     (True = kept; the kept weights are scaled by ``1 / (1 - dropout_p)``): ``flash_attention`` gives it, to draw the
     same mask again in its backward.
+
+    ``state`` comes from ``online_softmax_start`` or a previous step; ``scores`` has one row per row of the state,
+    and ``scores @ values`` the state's output shape; all three share dtype and device.
     """
+    dropout_p = _check_online_step(state, scores, values, dropout_p, dropout_mask)
     new_max = torch.maximum(state.max, scores.amax(dim=-1, keepdim=True))  # (..., Tb, 1)
     # a row that has seen only masked keys keeps max -inf: shift it by 0 instead (exp(-inf - -inf) would be NaN)
     shift = new_max.masked_fill(new_max == float("-inf"), 0.0)
@@ -433,6 +458,47 @@ def online_softmax_step(
         output=rescale * state.output + _dropped(weights, dropout_p, dropout_mask) @ values,
         rescale=rescale,
     )
+
+
+def _check_online_step(state, scores, values, dropout_p, dropout_mask) -> float:
+    """``online_softmax_step``'s arguments: shapes and dtypes only (no pass over the data: it runs once per tile)."""
+    if not isinstance(state, OnlineSoftmaxState):
+        raise TypeError(f"state must be an OnlineSoftmaxState (from online_softmax_start or a previous step), got "
+                        f"{type(state).__name__}")
+    check_float_tensor("scores", scores, min_ndim=1, layout="(..., Tb, Sb)")
+    check_float_tensor("values", values, min_ndim=2, layout="(..., Sb, Dv)")
+    check_same_device_dtype(("state.output", "scores", "values"), (state.output, scores, values))
+    if tuple(scores.shape[:-1]) != tuple(state.max.shape[:-1]):
+        raise ValueError(f"scores must have one row per row of the state: scores {tuple(scores.shape)} has rows "
+                         f"{tuple(scores.shape[:-1])}, state.max {tuple(state.max.shape)} has rows "
+                         f"{tuple(state.max.shape[:-1])}")
+    if values.shape[-2] != scores.shape[-1]:
+        raise ValueError(f"values must hold one value per key of scores: scores {tuple(scores.shape)} has "
+                         f"{scores.shape[-1]} keys, values {tuple(values.shape)} has {values.shape[-2]}")
+    if scores.dim() == 1:  # (Sb,) @ (..., Sb, Dv) -> (..., Dv)
+        product = (*values.shape[:-2], values.shape[-1])
+    else:  # (..., Tb, Sb) @ (..., Sb, Dv) -> (..., Tb, Dv), the leading dimensions broadcast
+        lead = _broadcast_shape(tuple(scores.shape[:-2]), tuple(values.shape[:-2]))
+        product = None if lead is None else (*lead, scores.shape[-2], values.shape[-1])
+    if product != tuple(state.output.shape):
+        raise ValueError(f"scores @ values must have the shape of state.output {tuple(state.output.shape)}, got "
+                         f"scores {tuple(scores.shape)} and values {tuple(values.shape)}"
+                         + ("" if product is None else f", which give {product}"))
+    dropout_p = check_probability("dropout_p", dropout_p)
+    if dropout_mask is not None:
+        check_keep_mask("dropout_mask", dropout_mask, tuple(scores.shape), scores.device)
+        if dropout_p == 0:
+            raise ValueError("dropout_mask needs the dropout_p it was drawn with (> 0): the kept weights are "
+                             "scaled by 1 / (1 - dropout_p), got dropout_p=0.0")
+    return dropout_p
+
+
+def _broadcast_shape(a: tuple, b: tuple) -> tuple | None:
+    """The shape two shapes broadcast to, or None when they do not (plain Python: no sympy import)."""
+    a, b = (1,) * (len(b) - len(a)) + a, (1,) * (len(a) - len(b)) + b
+    if not _broadcastable(a, b):
+        return None
+    return tuple(y if x == 1 else x for x, y in zip(a, b))
 
 
 def _dropped(weights: Tensor, dropout_p: float, dropout_mask: Tensor | None) -> Tensor:

@@ -34,6 +34,7 @@ def sinusoidal_positions(num_positions: int, d_model: int, base: float = 10000.0
     """
     num_positions = check_positive_int("num_positions", num_positions)
     d_model = _check_even("d_model", d_model)
+    base = check_positive_float("base", base)  # checked here, so that a bad one is named base, not theta
     speeds = rope_frequencies(d_model, base)  # (D/2,)
     angles = torch.arange(num_positions, dtype=torch.float32)[:, None] * speeds  # (T, 1) * (D/2,) -> (T, D/2)
     table = torch.empty(num_positions, d_model)
@@ -58,9 +59,11 @@ def rope_cos_sin(positions: Tensor, head_dim: int, theta: float = 10000.0, dtype
 
     The speeds are repeated (``cat(speeds, speeds)``) because dimension ``i`` is paired with ``i + Dh/2``. The
     angles are formed in float32 whatever ``dtype`` (a position of 4,000 times a speed near 1 needs the digits),
-    then cast. ``speeds`` ``(Dh/2,)`` replaces ``θ^(-2i/Dh)`` (e.g. ``YaRN.speeds``).
+    then cast; ``dtype`` is a floating dtype (an integer cos would be 1, 0 or -1). ``speeds`` ``(Dh/2,)`` replaces
+    ``θ^(-2i/Dh)`` (e.g. ``YaRN.speeds``).
     """
     positions = _check_positions(positions)
+    _check_float_dtype("dtype", dtype)
     speeds = _speeds(head_dim, theta, speeds).to(positions.device)  # (Dh/2,)
     angles = positions.float()[:, None] * speeds  # (T, 1) * (Dh/2,) -> (T, Dh/2)
     angles = torch.cat([angles, angles], dim=-1)  # (T, Dh): dimension i and i + Dh/2 turn together
@@ -69,7 +72,9 @@ def rope_cos_sin(positions: Tensor, head_dim: int, theta: float = 10000.0, dtype
 
 def rotate_half(x: Tensor) -> Tensor:
     """``(x1, x2) -> (-x2, x1)`` where ``x1, x2`` are the two halves of the last dimension: a 90° turn of each
-    pair ``(x[i], x[i + Dh/2])``."""
+    pair ``(x[i], x[i + Dh/2])``. The last dimension must be even: an odd one has no halves to pair."""
+    check_tensor("x", x, min_ndim=1, layout="(..., Dh)")
+    _check_even("x.shape[-1] (the head size)", x.shape[-1])
     x1, x2 = x.chunk(2, dim=-1)  # (..., Dh) -> 2 × (..., Dh/2)
     return torch.cat([-x2, x1], dim=-1)
 
@@ -197,6 +202,15 @@ def _check_even(name: str, value) -> int:
     return value
 
 
+def _check_float_dtype(name: str, dtype) -> torch.dtype:
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"{name} must be a torch.dtype such as torch.float32, got {type(dtype).__name__} {dtype!r}")
+    if not dtype.is_floating_point:
+        raise TypeError(f"{name} must be a floating dtype (cos and sin lie in [-1, 1]), got {dtype}; use "
+                        f"torch.float32 or the dtype of the queries")
+    return dtype
+
+
 def _check_positions(positions) -> Tensor:
     check_tensor("positions", positions, ndim=1, layout="(T,)")
     if positions.is_floating_point() or positions.is_complex() or positions.dtype == torch.bool:
@@ -212,6 +226,10 @@ def _check_rope_input(x: Tensor, positions) -> None:
     if not x.is_floating_point():
         raise TypeError(f"x must be a floating tensor, got {x.dtype}")
     _check_even("x.shape[-1] (the head size)", x.shape[-1])
+    check_tensor("positions", positions, ndim=1, layout="(T,)")
+    if positions.device != x.device:  # the wording of validation.check_same_device_dtype
+        raise ValueError(f"positions is on {positions.device} but x is on {x.device}; move both to one device, "
+                         f"e.g. positions.to(x.device)")
     _check_positions(positions)
     if positions.shape[0] != x.shape[-2]:
         raise ValueError(

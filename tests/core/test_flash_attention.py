@@ -697,6 +697,74 @@ def test_bad_input_to_the_layer_and_the_online_softmax():
         flash_attention(Q, K, V, scale=1e38)
 
 
+START = mha_lib.online_softmax_start((2, 3), 4)  # rows (2, 3), Dv = 4
+
+
+@pytest.mark.parametrize(
+    "call, error, text",
+    [
+        (lambda: mha_lib.online_softmax_start((2, -1), 4), ValueError,
+         "rows_shape must hold sizes >= 0, the shape (..., Tb) of the query rows, got (2, -1)"),
+        (lambda: mha_lib.online_softmax_start(5, 4), TypeError,
+         "rows_shape must be a tuple of ints, the shape (..., Tb) of the query rows, got int 5"),
+        (lambda: mha_lib.online_softmax_start((2, 1.5), 4), TypeError,
+         "rows_shape must be a tuple of ints, the shape (..., Tb) of the query rows, got tuple (2, 1.5)"),
+        (lambda: mha_lib.online_softmax_start((2,), 4, dtype=torch.int64), TypeError,
+         "dtype must be a floating torch.dtype (the scores' dtype, e.g. torch.float32), got dtype torch.int64"),
+        (lambda: mha_lib.online_softmax_step(START, torch.randn(2, 5, 6), torch.randn(2, 6, 4)), ValueError,
+         "scores must have one row per row of the state: scores (2, 5, 6) has rows (2, 5), state.max (2, 3, 1) has "
+         "rows (2, 3)"),
+        (lambda: mha_lib.online_softmax_step(START, [[0.5] * 6] * 3, torch.randn(2, 6, 4)), TypeError,
+         "scores must be a torch.Tensor, got list"),
+        (lambda: mha_lib.online_softmax_step(START, torch.randn(2, 3, 6), [[0.5] * 4] * 6), TypeError,
+         "values must be a torch.Tensor, got list"),
+        (lambda: mha_lib.online_softmax_step(tuple(START), torch.randn(2, 3, 6), torch.randn(2, 6, 4)), TypeError,
+         "state must be an OnlineSoftmaxState (from online_softmax_start or a previous step), got tuple"),
+        (lambda: mha_lib.online_softmax_step(START, torch.randn(2, 3, 6), torch.randn(2, 5, 4)), ValueError,
+         "values must hold one value per key of scores: scores (2, 3, 6) has 6 keys, values (2, 5, 4) has 5"),
+        (lambda: mha_lib.online_softmax_step(START, torch.randn(2, 3, 6), torch.randn(2, 6, 5)), ValueError,
+         "scores @ values must have the shape of state.output (2, 3, 4), got scores (2, 3, 6) and values (2, 6, 5), "
+         "which give (2, 3, 5)"),
+        (lambda: mha_lib.online_softmax_step(START, torch.randn(2, 3, 6), torch.randn(3, 6, 4)), ValueError,
+         "scores @ values must have the shape of state.output (2, 3, 4), got scores (2, 3, 6) and values (3, 6, 4)"),
+        (lambda: mha_lib.online_softmax_step(START, torch.randn(2, 3, 6).double(), torch.randn(2, 6, 4)), TypeError,
+         "scores has dtype torch.float64 but state.output has torch.float32; they must match"),
+        (lambda: mha_lib.online_softmax_step(START, torch.randn(2, 3, 6), torch.randn(2, 6, 4, device="meta")),
+         ValueError, "values is on meta but state.output is on cpu; move both to one device"),
+        (lambda: mha_lib.online_softmax_step(START, torch.randn(2, 3, 6), torch.randn(2, 6, 4), dropout_p=1.0),
+         ValueError, "dropout_p must be in [0, 1), got 1.0"),
+        (lambda: mha_lib.online_softmax_step(START, torch.randn(2, 3, 6), torch.randn(2, 6, 4),
+                                             dropout_mask=torch.ones(6, dtype=torch.bool)), ValueError,
+         "dropout_mask needs the dropout_p it was drawn with (> 0): the kept weights are scaled by "
+         "1 / (1 - dropout_p)"),
+        (lambda: mha_lib.online_softmax_step(START, torch.randn(2, 3, 6), torch.randn(2, 6, 4), dropout_p=0.5,
+                                             dropout_mask=torch.ones(7, dtype=torch.bool)), ValueError,
+         "dropout_mask of shape (7,) does not broadcast to the scores' shape (..., T, S) = (2, 3, 6)"),
+    ],
+    ids=["rows-negative", "rows-int", "rows-float", "dtype-int", "rows-mismatch", "scores-list", "values-list",
+         "state-tuple", "keys-mismatch", "width-mismatch", "lead-mismatch", "dtypes", "devices", "dropout-1",
+         "mask-without-p", "mask-shape"],
+)
+def test_bad_input_to_the_online_softmax_is_named(call, error, text):
+    with pytest.raises(error, match=esc(text)):
+        call()
+
+
+def test_the_online_softmax_takes_what_its_checks_allow():
+    """One row with rows_shape=() and (Sb,) scores, a torch.Size, values broadcast over the leading dimensions, and
+    a dropout mask: the same results as softmax."""
+    scores, values = torch.randn(6), torch.randn(6, 4)
+    state = mha_lib.online_softmax_step(mha_lib.online_softmax_start((), 4), scores, values)
+    torch.testing.assert_close(state.result(), torch.softmax(scores, -1) @ values)
+    scores = torch.randn(2, 3, 6)
+    state = mha_lib.online_softmax_step(mha_lib.online_softmax_start(torch.Size([2, 3]), 4), scores, values)
+    torch.testing.assert_close(state.result(), torch.softmax(scores, -1) @ values)  # values (6, 4) for every row
+    keep = torch.rand(2, 3, 6, generator=torch.Generator().manual_seed(0)) < 0.5
+    state = mha_lib.online_softmax_step(mha_lib.online_softmax_start([2, 3], 4), scores, values, dropout_p=0.5,
+                                        dropout_mask=keep)
+    torch.testing.assert_close(state.result(), (torch.softmax(scores, -1) * keep / 0.5) @ values)
+
+
 @pytest.mark.parametrize("scale", [None, 0.5])
 def test_no_queries_give_an_empty_context_like_explicit_attention(scale):
     q, k, v = torch.randn(1, 2, 0, 4), torch.randn(1, 2, 5, 4), torch.randn(1, 2, 5, 3)
