@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import torch
 
-from .validation import check_positive_float, check_positive_int, check_tensor
+from .validation import check_positive_float, check_positive_int, check_same_device, check_tensor
 
 Tensor = torch.Tensor
 
@@ -227,9 +227,7 @@ def _check_rope_input(x: Tensor, positions) -> None:
         raise TypeError(f"x must be a floating tensor, got {x.dtype}")
     _check_even("x.shape[-1] (the head size)", x.shape[-1])
     check_tensor("positions", positions, ndim=1, layout="(T,)")
-    if positions.device != x.device:  # the wording of validation.check_same_device_dtype
-        raise ValueError(f"positions is on {positions.device} but x is on {x.device}; move both to one device, "
-                         f"e.g. positions.to(x.device)")
+    check_same_device(("x", "positions"), (x, positions), hint=", e.g. positions.to(x.device)")
     _check_positions(positions)
     if positions.shape[0] != x.shape[-2]:
         raise ValueError(

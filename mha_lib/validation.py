@@ -217,9 +217,17 @@ def check_same_device_dtype(names: Sequence[str], tensors: Sequence[Tensor]) -> 
     for name, t in zip(names[1:], tensors[1:]):
         if t.dtype != first.dtype:
             raise TypeError(f"{name} has dtype {t.dtype} but {first_name} has {first.dtype}; they must match")
+    check_same_device(names, tensors)
+
+
+def check_same_device(names: Sequence[str], tensors: Sequence[Tensor], hint: str = "") -> None:
+    """Every tensor on the first one's device; dtypes may differ (integer positions beside float activations).
+    ``hint`` ends the message (e.g. ``", e.g. positions.to(x.device)"``)."""
+    first_name, first = names[0], tensors[0]
+    for name, t in zip(names[1:], tensors[1:]):
         if t.device != first.device:
             raise ValueError(
-                f"{name} is on {t.device} but {first_name} is on {first.device}; move both to one device"
+                f"{name} is on {t.device} but {first_name} is on {first.device}; move both to one device{hint}"
             )
 
 
