@@ -10,6 +10,8 @@
     cache_growth_figure({"no window": [...]})  a KV cache's length while tokens are fed one by one
     rotary_induction_model() / evaluate_at_length(model, T)  chapter 11's model with RoPE instead of learned
                                                positions, and its held-out scores on longer sequences
+    train_with_progress(model, reference=log)  chapter 11's training, its progress shown in the cell as it goes
+                                               (a status line and the curves); a short run under a test
 
 The rotation itself lives in the core (``mha_lib.positions``: ``apply_rope``, ``rope_frequencies``), the masks
 too (``mha_lib.sliding_window_mask``); this module only draws them. Every figure is a plain
@@ -18,8 +20,12 @@ too (``mha_lib.sliding_window_mask``); this module only draws them. Every figure
 
 from __future__ import annotations
 
+import html
 import math
 import numbers
+import os
+import re
+import time
 
 import numpy as np
 import torch
@@ -35,6 +41,7 @@ Tensor = torch.Tensor
 KEPT_RGB = (68, 1, 84)  # viridis' dark end: a key the query may see
 AUTO_DISPLAY = {"auto_display": True}  # interactive's options: show the figure the callback returns (as interact does)
 LLAMA3_THETA = 500000.0  # Llama 3's rope_theta (its config.json); Llama 2 and the RoFormer paper use 10,000
+TEST_STEPS = 100  # what train_with_progress trains under a test instead of chapter 11's 3,000 steps (seconds, not a minute)
 
 
 def _figure(width: float, height: float):
@@ -474,8 +481,96 @@ def evaluate_at_length(model, seq_len: int, *, size: int = 512, seed: int = 123)
         model.task = trained_task
 
 
+def under_test() -> bool:
+    """Whether a test runs this code: pytest sets ``PYTEST_CURRENT_TEST`` while a test runs, and a notebook kernel
+    that a test starts (strict nbval, the standalone run of ``tests/notebooks/test_standalone.py``) inherits it."""
+    return "PYTEST_CURRENT_TEST" in os.environ
+
+
+def training_steps() -> int:
+    """How many steps ``train_with_progress`` trains by default: chapter 11's ``TRAIN_STEPS`` (3,000), or
+    ``TEST_STEPS`` under a test (``under_test``), so that no notebook cell a test runs needs more than seconds."""
+    from ..induction.model import TRAIN_STEPS
+
+    return TEST_STEPS if under_test() else TRAIN_STEPS
+
+
+class _Line:
+    """One line of HTML that a notebook shows as HTML and a plain-text viewer as its text."""
+
+    def __init__(self, markup: str):
+        self.markup = markup
+
+    def _repr_html_(self) -> str:
+        return self.markup
+
+    def __repr__(self) -> str:
+        return html.unescape(re.sub(r"<[^>]+>", "", self.markup))
+
+
+def train_with_progress(model, steps: int | None = None, *, reference=None, redraw_seconds: float = 2.0):
+    """Train ``model`` as chapter 11 trains its models (``induction.train``: the same task, seed, optimiser and
+    evaluations, one thread) and show how far it is in the cell's output, as chapter 11's trainer does: a status
+    line (step, held-out loss, seconds: ``trainer.status_html``) after every evaluation, every 50 steps, and the
+    loss and score curves (``plots.training_progress_figure``, ``reference`` drawn grey behind), redrawn at most
+    every ``redraw_seconds`` and never for more than a tenth of the time. Both are updated in place (IPython display
+    handles), so a saved notebook keeps the finished line and the final curves. Returns the ``TrainingLog``.
+
+    ``steps``: by default ``training_steps()``: 3,000 (about 45 s on a quiet core, up to three minutes on a busy
+    machine), or ``TEST_STEPS`` under a test. ``reference``: a finished ``TrainingLog`` (chapter 11's shipped run,
+    ``induction.load_run("two_layer").log``) or None.
+    """
+    from IPython import get_ipython
+    from IPython.display import display
+
+    from ..induction.model import SEED, train
+    from ..induction.plots import training_progress_figure
+    from ..induction.trainer import status_html
+
+    steps = training_steps() if steps is None else check_positive_int("steps", steps)
+    if not isinstance(redraw_seconds, numbers.Real) or isinstance(redraw_seconds, bool):
+        raise TypeError(f"redraw_seconds must be a number of seconds, got {type(redraw_seconds).__name__} "
+                        f"{redraw_seconds!r}")
+    if not 0 <= redraw_seconds <= 60:  # NaN fails this too
+        raise ValueError(f"redraw_seconds must be from 0 to 60 seconds, got {redraw_seconds!r}")
+    title = _("Chapter 11's model with RoPE, trained on this CPU; grey: the shipped run with learned positions")
+
+    def picture(log):
+        return training_progress_figure(log, reference, label="RoPE", total_steps=steps, title=title)
+
+    shown = {}  # what is on screen: IPython display handles of the status line and of the curves
+    in_notebook = get_ipython() is not None  # a plain Python process prints the status lines and draws nothing
+
+    def put(name, value):
+        if not in_notebook:
+            print(repr(value))
+        elif name in shown:
+            shown[name].update(value)
+        else:
+            shown[name] = display(value, display_id=True)
+
+    start, next_redraw = time.perf_counter(), -math.inf
+
+    def callback(step, log):  # after each evaluation, the first at step 0
+        nonlocal next_redraw
+        now = time.perf_counter()
+        put("status", _Line(status_html(step, steps, log.eval_loss[-1], now - start)))
+        if in_notebook and now >= next_redraw:
+            put("curves", picture(log))
+            done = time.perf_counter()
+            # at most every redraw_seconds, and drawing never takes more than a tenth of the time
+            next_redraw = done + max(redraw_seconds, 9 * (done - now))
+
+    log, _snapshots = train(model, steps, seed=SEED, callback=callback)
+    put("status", _Line(status_html(steps, steps, log.eval_loss[-1], time.perf_counter() - start, done=True)))
+    if in_notebook:
+        put("curves", picture(log))
+    return log
+
+
 __all__ = [
-    "LLAMA3_THETA", "NoPositions", "cache_growth_figure", "evaluate_at_length", "frequencies_figure", "offset_figure",
-    "offset_widget", "reach_figure", "reach_matrix", "reach_widget", "receptive_field", "rope_scores",
-    "rotary_induction_model", "rotation_figure", "wavelengths", "window_masks_figure",
+    "LLAMA3_THETA", "NoPositions", "TEST_STEPS", "cache_growth_figure", "evaluate_at_length", "frequencies_figure",
+    "offset_figure", "offset_widget", "reach_figure", "reach_matrix", "reach_widget", "receptive_field", "rope_scores",
+    "rotary_induction_model", "rotation_figure", "train_with_progress", "training_steps", "under_test", "wavelengths",
+    "window_masks_figure",
 ]

@@ -197,6 +197,12 @@ def test_a_windowed_cache_stops_growing_and_matches_the_full_forward():
     (lambda: rotary.reach_matrix(2, 3.0, 6), TypeError, "window must be a positive int"),
     (lambda: rotary.cache_growth_figure({}), TypeError, "lengths must be a non-empty dict"),
     (lambda: rotary.cache_growth_figure({"a": ["x"]}), TypeError, "must be a non-empty list of numbers"),
+    (lambda: rotary.train_with_progress(rotary.rotary_induction_model(), 0), ValueError,
+     "steps must be a positive int"),
+    (lambda: rotary.train_with_progress(rotary.rotary_induction_model(), 5, redraw_seconds=-1), ValueError,
+     "redraw_seconds must be from 0 to 60"),
+    (lambda: rotary.train_with_progress(rotary.rotary_induction_model(), 5, redraw_seconds="2"), TypeError,
+     "redraw_seconds must be a number of seconds"),
 ])
 def test_bad_input_names_the_argument(call, error, phrase):
     with pytest.raises(error) as caught:
@@ -239,6 +245,48 @@ def test_evaluate_at_length_runs_rope_beyond_the_training_length_and_refuses_a_l
         rotary.evaluate_at_length(rope, 2000)
     with pytest.raises(TypeError, match="model must be an induction AttentionOnlyTransformer"):
         rotary.evaluate_at_length(torch.nn.Linear(2, 2), 25)
+
+
+def test_a_test_trains_a_short_run_and_a_student_chapter_11s_3000_steps(monkeypatch):
+    from mha_lib.induction import model as induction
+
+    assert rotary.under_test() and rotary.training_steps() == rotary.TEST_STEPS == 100  # pytest sets the variable
+    monkeypatch.delenv("PYTEST_CURRENT_TEST")  # what a kernel started by Jupyter sees
+    assert not rotary.under_test() and rotary.training_steps() == induction.TRAIN_STEPS == 3000
+
+
+TRAINING_IN_A_KERNEL = r"""
+%matplotlib inline
+import json
+from mha_lib.induction import model as induction
+from mha_lib.llm import rotary
+
+model = rotary.rotary_induction_model()
+log = rotary.train_with_progress(model, 120, reference=induction.load_run("two_layer").log, redraw_seconds=0)
+again = rotary.rotary_induction_model()
+plain, _ = induction.train(again, 120, seed=induction.SEED)
+print(json.dumps({"steps": log.steps, "same": log.eval_loss == plain.eval_loss}))
+"""
+
+
+def test_training_shows_its_progress_in_place_a_status_line_and_the_curves(ipywidgets7_kernel):
+    from conftest import run_in_kernel
+
+    messages, result = run_in_kernel(ipywidgets7_kernel, TRAINING_IN_A_KERNEL)
+    assert result == {"steps": [0, 50, 100, 120], "same": True}  # chapter 11's training, evaluated every 50 steps
+    shown = [m for m in messages if m["msg_type"] == "display_data"]
+    updates = [m for m in messages if m["msg_type"] == "update_display_data"]
+    assert len(shown) == 2  # one status line and one picture, each then updated in place
+    status_id, curves_id = (m["content"]["transient"]["display_id"] for m in shown)
+    lines = [m["content"]["data"]["text/plain"] for m in shown + updates
+             if m["content"]["transient"]["display_id"] == status_id]
+    assert [line.split(" · ")[0] for line in lines] == [
+        "training: step 0 of 120", "training: step 50 of 120", "training: step 100 of 120",
+        "training: step 120 of 120", "done: step 120 of 120"]
+    assert all("<b>" in m["content"]["data"]["text/html"] for m in shown + updates
+               if m["content"]["transient"]["display_id"] == status_id)
+    pictures = [m for m in shown + updates if m["content"]["transient"]["display_id"] == curves_id]
+    assert len(pictures) >= 2 and all("image/png" in m["content"]["data"] for m in pictures)  # the first, the last
 
 
 def test_no_positions_adds_nothing():
