@@ -58,7 +58,8 @@ class Feedback:
 
     def __str__(self) -> str:
         mark = PASS_MARK if self.passed else (FAIL_MARK if self.attempted else TODO_MARK)
-        return f"{mark} {self.exercise}: {self.message}"
+        # the separator is translated too: Chinese puts a full-width colon between the name and the message
+        return _("{mark} {exercise}: {message}").format(mark=mark, exercise=self.exercise, message=self.message)
 
     __repr__ = __str__  # a notebook shows the verdict, not a dataclass dump
 

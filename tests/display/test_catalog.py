@@ -156,7 +156,7 @@ def test_a_checker_speaks_chinese_and_switches_back():
 
     set_language("zh-CN")
     right, wrong = check_attention_weights(_right_weights), check_attention_weights(_unscaled_weights)
-    assert right and str(right) == "✅ attention_weights: 正确：每个查询一行权重，而且每一行之和都是 1。"
+    assert right and str(right) == "✅ attention_weights：正确：每个查询一行权重，而且每一行之和都是 1。"
     assert not wrong and CJK.search(wrong.message) and "√Dh" in wrong.message
     set_language("en")
     assert str(check_attention_weights(_right_weights)) == (
