@@ -87,17 +87,30 @@ def colab_packages(nb=None) -> list[str]:
     return pins
 
 
-def setup_code(url: str | None = None, packages: list[str] | None = None) -> str:
-    """The first code cell of a notebook: on Colab it installs mha_lib and ``packages`` (default: every pin of
-    requirements-nodeps.txt); elsewhere it does nothing, unless the environment variable MHA_LIB_SOURCE names
-    another mha_lib to install (a wheel, a folder, a git URL)."""
-    url = url or repository_url()
-    packages = colab_packages() if packages is None else packages
-    return (
+# The set-up cell's comment, per language (its code is the same in every language)
+SETUP_COMMENTS = {
+    "en": (
         "# On Colab, install what this chapter needs (elsewhere `make lab` has installed it, and this cell does\n"
         "# nothing). --no-deps keeps Colab's own torch, numpy and ipywidgets: d2l's pins would downgrade numpy.\n"
         f"# {SOURCE_VARIABLE}, if set, names another mha_lib to install (tests/notebooks/test_standalone.py: a local wheel).\n"
-        "import os\n"
+    ),
+    "zh-CN": (
+        "# 在 Colab 上安装本章需要的包（在别处，`make lab` 已经装好了一切，这个单元格什么也不做）。\n"
+        "# --no-deps 保留 Colab 自带的 torch、numpy 和 ipywidgets：d2l 锁定的版本会把 numpy 降级。\n"
+        f"# 如果设置了 {SOURCE_VARIABLE}，就安装它指向的另一个 mha_lib（tests/notebooks/test_standalone.py：本地 wheel）。\n"
+    ),
+}
+
+
+def setup_code(url: str | None = None, packages: list[str] | None = None, language: str = "en") -> str:
+    """The first code cell of a notebook: on Colab it installs mha_lib and ``packages`` (default: every pin of
+    requirements-nodeps.txt); elsewhere it does nothing, unless the environment variable MHA_LIB_SOURCE names
+    another mha_lib to install (a wheel, a folder, a git URL). Its comment is in ``language``, its code the same."""
+    url = url or repository_url()
+    packages = colab_packages() if packages is None else packages
+    return (
+        SETUP_COMMENTS[language]
+        + "import os\n"
         "import sys\n"
         "\n"
         f'{SOURCE_VARIABLE} = os.environ.get("{SOURCE_VARIABLE}", "")\n'
@@ -113,10 +126,10 @@ def tagged_cells(nb, tag: str) -> list:
 
 
 def stamp(nb, notebook_name: str, language: str = "en") -> None:
-    """Write the badge (in ``language``) and the setup cell (the same in every language) from pyproject.toml into
-    the cells tagged for them."""
+    """Write the badge and the setup cell (its comment in ``language``, its code the same in every language) from
+    pyproject.toml into the cells tagged for them."""
     url = repository_url()
-    setup = setup_code(url, colab_packages(nb))
+    setup = setup_code(url, colab_packages(nb), language)
     for tag, text in ((BADGE_TAG, badge_markdown(notebook_name, url, language)), (SETUP_TAG, setup)):
         cells = tagged_cells(nb, tag)
         if len(cells) != 1:

@@ -6,7 +6,8 @@ checking anything, so the tests below fail on missing outputs, null execution co
 notebook can make nbval lie (see the project GUIDE, section 4).
 
 Every Chinese twin that exists (notebooks/zh-CN/NN_*.ipynb) is checked the same way, with its own badge
-(在 Colab 中打开, opening notebooks/zh-CN/<name>) and the same set-up cell; a twin selects Chinese.
+(在 Colab 中打开, opening notebooks/zh-CN/<name>) and the same set-up code, commented in Chinese; a twin selects
+Chinese.
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ def test_badge_and_setup_cell_come_from_pyproject(notebook):
     setup = [c for c in nb.cells if SETUP_TAG in _tags(c)]
     assert len(badge) == 1 and badge[0].source == badge_markdown(path.name, language=language_of(path)), \
         f"{_id(path)}: run `make notebooks`"
-    assert len(setup) == 1 and setup[0].source == setup_code(packages=colab_packages(nb)), \
+    assert len(setup) == 1 and setup[0].source == setup_code(packages=colab_packages(nb), language=language_of(path)), \
         f"{path.name}: run `make notebooks`"
     assert nb.cells.index(setup[0]) == min(nb.cells.index(c) for c in _code_cells(nb)), "setup must come first"
 
