@@ -10,6 +10,8 @@
     design_costs(design, ...) / design_figure / design_widget   MHA, GQA, MQA, MLA in one model's shape: cache
                                                   bytes per token, parameters per layer, attention FLOPs per token
     design_table()                                the published decoders of ``mha_lib.sizes.DECODER_CONFIGS``
+    mla_forms(config)                             MLA's absorbed and expanded forms per cached token and layer: why
+                                                  decoding runs absorbed and a prompt expanded
     refusal_message(error)                        a refusal of mha_lib the chapter shows on purpose, in the
                                                   language of ``mha_lib.set_language`` (the exception stays English)
 
@@ -585,6 +587,33 @@ def design_widget(config=DESIGN_MODEL, *, design: str = "MLA", num_kv_heads: int
                                 continuous_update=False, style=style))
 
 
+def mla_forms(config=DESIGN_MODEL) -> dict:
+    """What MLA's two forms cost per cached token and layer in a published model's shape (default DeepSeek-V3's:
+    H = 128 heads, r = 512, dr = 64, dn = dv = 128), in FLOPs, 2 per multiply-add::
+
+        {"re_expand": pushing one cached latent back through W_uk and W_uv, every head: 2·r·H·(dn + dv),
+         "absorbed": one query's attention to that token in the absorbed form: 2·H·(r + dr) for the scores,
+                     2·H·r for the weighted sum of latents,
+         "expanded": the same in the expanded form, once its keys and values exist: 2·H·(dn + dr) + 2·H·dv,
+         "queries_to_pay_off": re_expand / (absorbed − expanded), how many queries must read an expanded key
+                     before expanding it once costs less than attending to it absorbed}
+
+    Decoding runs absorbed: its one query per step would otherwise re-expand every cached latent at every step
+    (``re_expand`` is about 120 times ``absorbed`` in DeepSeek-V3), or cache expanded keys and values, an MHA-sized
+    cache. A prompt runs expanded: each key is expanded once and read by many queries. The per-query work of
+    absorbing the query and applying W_uv after the softmax does not grow with the context and is left out, as
+    in :func:`design_costs`. For a model without MLA, MLA gets DeepSeek-V2's proportions (``design_costs``).
+    """
+    config = decoder_config(config)
+    H = config.num_heads
+    Dh, r, dr = _per_head(config)  # dn = dv = Dh
+    re_expand = 2 * r * H * (Dh + Dh)
+    absorbed = 2 * H * (r + dr) + 2 * H * r
+    expanded = 2 * H * (Dh + dr) + 2 * H * Dh
+    return {"re_expand": re_expand, "absorbed": absorbed, "expanded": expanded,
+            "queries_to_pay_off": re_expand / (absorbed - expanded)}
+
+
 def design_table(tokens: int | None = None) -> list[dict]:
     """The published decoders of ``DECODER_CONFIGS``: ``{"model", "layers", "design", "numbers_per_layer",
     "bytes_per_token", "bytes"}`` with bytes in float16 for all layers (``bytes``: at ``tokens``, default each
@@ -648,6 +677,6 @@ def refusal_message(error: BaseException) -> str:
 
 __all__ = [
     "DESIGNS", "FULL", "PARTIAL", "SKIPPED", "TraceStep", "design_costs", "design_figure", "design_table",
-    "design_widget", "exact_row", "memory_wall_figure", "memory_wall_rows", "online_softmax_figure",
+    "design_widget", "exact_row", "memory_wall_figure", "memory_wall_rows", "mla_forms", "online_softmax_figure",
     "online_softmax_trace", "online_softmax_widget", "refusal_message", "tile_grid_figure", "tile_status",
 ]

@@ -366,6 +366,27 @@ def test_design_table_lists_the_published_decoders():
     assert scale.design_table(1000)[0]["bytes"] == 12 * 2 * 12 * 64 * 1000 * 2
 
 
+def test_mla_forms_count_what_decoding_would_pay_to_re_expand():
+    """Chapter 14 (section 5): expanded, a decoding step re-expands every cached latent through W_uk and W_uv,
+    about 120 times the absorbed attention to it, per cached token and layer in DeepSeek-V3."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    forms = scale.mla_forms()
+    H, r, dr, dn = 128, 512, 64, 128
+    kv_up = torch.nn.Linear(r, H * (dn + dn), bias=False, device="meta")  # W_uk and W_uv of every head
+    with FlopCounterMode(display=False) as counter:
+        kv_up(torch.empty(1, 1, r, device="meta"))  # one cached latent
+    assert forms["re_expand"] == counter.get_total_flops() == 33_554_432
+    context = 4096  # the absorbed attention is design_costs' decoding count, per cached token and layer
+    assert forms["absorbed"] * 61 * context == scale.design_costs("MLA", context=context)["flops_per_token"]
+    assert forms["absorbed"] == 2 * H * (r + dr) + 2 * H * r == 278_528
+    assert forms["expanded"] == 2 * H * (dn + dr) + 2 * H * dn == 81_920
+    assert round(forms["re_expand"] / forms["absorbed"]) == 120
+    assert forms["queries_to_pay_off"] == pytest.approx(33_554_432 / (278_528 - 81_920))
+    other = scale.mla_forms("llama-2-7b")  # DeepSeek-V2's proportions in another shape: r = 4·Dh, dr = Dh / 2
+    assert other["re_expand"] == 2 * 512 * 32 * 256
+
+
 def test_design_figure_highlights_the_chosen_design_and_the_widget_redraws():
     fig = scale.design_figure("MLA")
     _readable(fig)
@@ -411,6 +432,7 @@ def test_design_figure_highlights_the_chosen_design_and_the_widget_redraws():
     (lambda: scale.design_costs("MoE"), ValueError, "design must be one of"),
     (lambda: scale.design_costs("MHA", config="gpt-5"), ValueError, "config must be one of"),
     (lambda: scale.design_costs("MHA", context=0), ValueError, "context must be a positive int"),
+    (lambda: scale.mla_forms("gpt-5"), ValueError, "config must be one of"),
 ])
 def test_bad_input_names_the_argument(call, error, phrase):
     with pytest.raises(error) as caught:
