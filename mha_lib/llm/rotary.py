@@ -516,9 +516,9 @@ def train_with_progress(model, steps: int | None = None, *, reference=None, redr
     every ``redraw_seconds`` and never for more than a tenth of the time. Both are updated in place (IPython display
     handles), so a saved notebook keeps the finished line and the final curves. Returns the ``TrainingLog``.
 
-    ``steps``: by default ``training_steps()``: 3,000 (about 45 s on a quiet core, up to three minutes on a busy
-    machine), or ``TEST_STEPS`` under a test. ``reference``: a finished ``TrainingLog`` (chapter 11's shipped run,
-    ``induction.load_run("two_layer").log``) or None.
+    ``steps``: by default ``training_steps()``: 3,000 (about 45 s on a quiet 2-core CPU, two to three times longer on
+    a busy one; the status line ends with the seconds it took), or ``TEST_STEPS`` under a test. ``reference``: a
+    finished ``TrainingLog`` (chapter 11's shipped run, ``induction.load_run("two_layer").log``) or None.
     """
     from IPython import get_ipython
     from IPython.display import display

@@ -292,3 +292,19 @@ def test_training_shows_its_progress_in_place_a_status_line_and_the_curves(ipywi
 def test_no_positions_adds_nothing():
     out = rotary.NoPositions()(torch.arange(5))
     assert out.shape == () and float(out) == 0.0
+
+
+def test_only_a_layer_with_neither_a_mask_nor_positions_is_order_blind():
+    """Chapter 13, section 1: shuffling the tokens only shuffles the outputs of a layer without a mask and without
+    positions; the same weights with a causal mask already give other outputs (each token sees other tokens)."""
+    tokens, x = mha_lib.toy_sentence()
+    x = x[None]
+    order = torch.tensor([5, 2, 0, 4, 1, 3])
+    gaps = {}
+    for causal in (False, True):
+        torch.manual_seed(123)
+        layer = mha_lib.MultiHeadAttention(16, 16, 64, 0.0, 4, causal=causal)
+        with torch.no_grad():
+            gaps[causal] = float((layer(x[:, order]) - layer(x)[:, order]).abs().max())
+    assert gaps[False] < 1e-6
+    assert gaps[True] > 0.1  # 0.597 in the chapter: more than an added table of positions gives there
