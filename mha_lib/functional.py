@@ -32,6 +32,7 @@ from .validation import (
     check_float_fits,
     check_float_tensor,
     check_floating,
+    check_int,
     check_keep_mask,
     check_positive_float,
     check_positive_int,
@@ -321,34 +322,144 @@ def sdpa_attention(
     scale: float | None = None,
     dropout_p: float = 0.0,
     is_causal: bool = False,
+    *,
+    diagonal: int = 0,
+    window: int | None = None,
 ) -> tuple[Tensor, None]:
     """The same function through PyTorch's fused kernel. Returns ``(context, None)``.
 
     SDPA never returns the weights. Its fused back-ends (flash, memory-efficient) never hold the whole ``(T, S)``
     weight matrix in memory, which is why they are fast and why they cannot hand the weights back; its math
-    fallback does build the matrix inside the call (chapter 9).
+    fallback does build the matrix inside the call (chapter 9). The fused kernels of the CPU and of FlashAttention
+    want one head size for q, k and v; when v's differs (latent attention: 16 + 8 for q and k, 16 for v), SDPA would
+    silently take the math fallback, so the narrower side gets zero columns (exact: they add 0 to the scores or give
+    output columns that are cut off).
+
+    ``is_causal=True`` alone is SDPA's own triangle, aligned top-left (query t sees keys 0..t), which SDPA applies
+    without any mask tensor. Two keyword arguments move and narrow it, as a chunk after a KV cache or a sliding
+    window needs: query t sees key s when ``s <= t + diagonal`` (``diagonal = S - T``: the bottom-right triangle,
+    the queries are the last T of S positions) and, with ``window=W``, ``s > t + diagonal - W``. SDPA takes no such
+    triangle, and a ``(T, S)`` mask would cost more than the mask: on a CPU, SDPA turns a boolean mask into a float
+    one of the same size (a ``T × S`` float32, 256 MiB at T = S = 8,192). So no ``T × S`` tensor is built here, of
+    floats or of booleans:
+
+    * the bottom-right triangle with ``diagonal <= T`` is the end of SDPA's own triangle over ``T + diagonal``
+      queries: ``diagonal`` zero queries go in front of q, and their rows of output are dropped;
+    * a window, a longer cache, or ``is_causal`` with a ``mask`` go through SDPA one block of queries at a time:
+      each block is scored against the keys it can see only, with a small boolean mask built from the positions
+      (at most ``2**20`` entries, 1 MiB, 4 MiB once SDPA makes it float), or none where the block sees all its
+      keys (one query after a cache).
+
+    Without ``is_causal``, a ``mask`` goes to SDPA whole, and SDPA makes a float copy of it: cheap for a key-padding
+    mask ``(B, 1, 1, S)``, ``T × S`` floats for a mask with one row per query.
+
+    A ``scale`` of your own is checked without building the scores: a bound on ``|q·k|`` first, and only when
+    that bound overflows the dtype, the scores one tile at a time (SDPA would return NaN silently).
     """
     _check_qkv(q, k, v, mask)
     dropout_p = check_probability("dropout_p", dropout_p)
     is_causal = check_flag("is_causal", is_causal)
+    diagonal = check_int("diagonal", diagonal)
+    window = None if window is None else check_positive_int("window", window)
+    if not is_causal and (diagonal != 0 or window is not None):
+        raise ValueError(
+            f"diagonal and window move and narrow the causal triangle: they need is_causal=True, got "
+            f"diagonal={diagonal}, window={window}"
+        )
     if scale is not None:
         scale = _check_scale(scale, q)
-        _check_scores_finite(attention_scores(q * scale, k), scale, q, k)  # SDPA would return NaN silently
-    if is_causal and mask is not None:  # SDPA takes one or the other: fold the triangle into the mask
-        mask = combine_masks(causal_mask(q.shape[-2], k.shape[-2], device=q.device), mask)
-        is_causal = False
+        _check_tiles_finite(q, k, scale, _SCALE_CHECK_BLOCK)  # a bound; the scores only tile by tile, if at all
+    if is_causal and mask is None and window is None and 0 < diagonal <= q.shape[-2]:
+        return _sdpa_bottom_right(q, k, v, scale, dropout_p, diagonal), None
+    if is_causal and (mask is not None or diagonal != 0 or window is not None):
+        return _sdpa_by_query_blocks(q, k, v, mask, scale, dropout_p, diagonal, window), None
     if mask is not None and mask.dim() < 2:
         # a 0-D or 1-D mask broadcasts like any other, but SDPA reads its last two dimensions: give it (1, S) or
         # (1, 1), a view with the same broadcast (explicit_attention needs no such step)
         mask = mask.reshape((1,) * (2 - mask.dim()) + tuple(mask.shape))
-    context = F.scaled_dot_product_attention(
-        q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale
-    )
+    context = _sdpa_call(q, k, v, mask, scale, dropout_p, is_causal)
     if mask is not None:
         dead_rows = ~mask.any(dim=-1, keepdim=True)  # guarantee masked_softmax's 0 for fully masked rows
         if dead_rows.any():
             context = context.masked_fill(dead_rows, 0.0)
     return context, None
+
+
+# sdpa_attention's blocks of queries: at most this many (query, key) pairs in one block's mask (1 MiB of booleans,
+# 4 MiB once SDPA turns them into float32), and the scale check's tiles when its bound overflows
+_SDPA_BLOCK_PAIRS = 2**20
+_SCALE_CHECK_BLOCK = 512
+
+
+def _sdpa_call(q, k, v, mask, scale, dropout_p, is_causal):
+    """``F.scaled_dot_product_attention`` with one head size for q, k and v (see ``sdpa_attention``)."""
+    width_qk, width_v = q.shape[-1], v.shape[-1]
+    if width_v < width_qk:  # zero columns in v give zero columns of output, cut off below
+        v = F.pad(v, (0, width_qk - width_v))
+    elif width_qk < width_v:  # zero columns in q and k add 0 to every score; the scale stays q's own
+        scale = scale_factor(width_qk) if scale is None else scale
+        q, k = F.pad(q, (0, width_v - width_qk)), F.pad(k, (0, width_v - width_qk))
+    context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal,
+                                             scale=scale)
+    return context if context.shape[-1] == width_v else context[..., :width_v]
+
+
+def _sdpa_bottom_right(q, k, v, scale, dropout_p, diagonal):
+    """Query i sees keys ``0 .. i + diagonal`` (``0 < diagonal <= T``), with no mask: those are rows ``diagonal ..``
+    of SDPA's own top-left triangle over ``T + diagonal`` queries. Zero queries take the first rows, and their
+    outputs are dropped: ``diagonal`` rows of extra work and of memory, at most T."""
+    T, end = q.shape[-2], q.shape[-2] + diagonal
+    k, v = k[..., :end, :], v[..., :end, :]  # keys after the last query's position lie in every query's future
+    padded = torch.cat([q.new_zeros(*q.shape[:-2], diagonal, q.shape[-1]), q], dim=-2)  # (..., T + diagonal, Dh)
+    return _sdpa_call(padded, k, v, None, scale, dropout_p, True)[..., diagonal:, :]  # (..., T, Dv)
+
+
+def _sdpa_rows_per_block(T: int, S: int, window: int | None) -> int:
+    """The most queries per block whose mask stays within ``_SDPA_BLOCK_PAIRS``: a block of r queries sees at most
+    S keys, and with a window W at most r + W - 1 of them."""
+    rows = _SDPA_BLOCK_PAIRS // max(S, 1)
+    if window is not None:  # the largest r with r·(r + W - 1) <= pairs
+        rows = max(rows, (math.isqrt((window - 1) ** 2 + 4 * _SDPA_BLOCK_PAIRS) - (window - 1)) // 2)
+    return max(1, min(rows, T))
+
+
+def _sdpa_by_query_blocks(q, k, v, mask, scale, dropout_p, diagonal, window):
+    """``sdpa_attention`` with its positional triangle, one block of queries at a time (see its docstring).
+
+    Query i sees key j when ``j <= i + diagonal`` and, with a window, ``j > i + diagonal - window``; so the block
+    of queries ``a .. b-1`` sees keys ``lo .. hi-1`` at most, and every key outside is skipped, not masked.
+    """
+    T, S = q.shape[-2], k.shape[-2]
+    context = q.new_zeros(*q.shape[:-1], v.shape[-1])  # (..., T, Dv): a query that sees no key keeps 0
+    if mask is not None:  # a view with the last two dimensions (T, S), so that each block slices its own part
+        mask = mask.reshape((1,) * (2 - mask.dim()) + tuple(mask.shape)) if mask.dim() < 2 else mask
+        mask = mask.expand(*mask.shape[:-2], T, S)
+    rows = _sdpa_rows_per_block(T, S, window)
+    for a in range(0, T, rows):
+        b = min(a + rows, T)
+        hi = max(0, min(S, b + diagonal))  # past the last query's newest key: the future of the whole block
+        lo = 0 if window is None else min(S, max(0, a + diagonal - window + 1))  # the first query's oldest key
+        if hi <= lo:
+            continue  # no query of the block sees any key
+        # the block sees every key of lo .. hi-1 when its first query sees the newest and its last the oldest
+        sees_all = hi - 1 <= a + diagonal and (window is None or lo > b - 1 + diagonal - window)
+        keep = None
+        if not sees_all:
+            query_at = torch.arange(a + diagonal, b + diagonal, device=q.device)[:, None]  # (Tb, 1)
+            key_at = torch.arange(lo, hi, device=q.device)[None, :]  # (1, Sb)
+            keep = key_at <= query_at  # (Tb, Sb)
+            if window is not None:
+                keep &= key_at > query_at - window
+        if mask is not None:
+            tile = mask[..., a:b, lo:hi]  # (..., Tb, Sb)
+            keep = tile if keep is None else tile & keep
+        block = _sdpa_call(q[..., a:b, :], k[..., lo:hi, :], v[..., lo:hi, :], keep, scale, dropout_p, False)
+        if keep is not None:
+            dead_rows = ~keep.any(dim=-1, keepdim=True)  # masked_softmax's 0 for a query that sees no key
+            if dead_rows.any():
+                block = block.masked_fill(dead_rows, 0.0)
+        context[..., a:b, :] = block  # (..., Tb, Dv)
+    return context
 
 
 def _check_scale(scale, q: Tensor) -> float:
@@ -519,6 +630,7 @@ def flash_attention(
     mask: Tensor | None = None,
     dropout_p: float = 0.0,
     return_lse: bool = False,
+    window: int | None = None,
 ):
     """Exact attention computed tile by tile: FlashAttention's algorithm (Dao et al. 2022) in plain PyTorch.
 
@@ -531,8 +643,10 @@ def flash_attention(
     ``causal=True`` aligns the triangle to the **bottom right**: the T queries are the *last* T of the S positions
     (query t sits at position S - T + t), as for a chunk after a KV cache; tiles wholly in the future are skipped,
     about half of them when T = S. (``is_causal=True`` in SDPA and ``causal_mask`` align top-left instead: the
-    same when T = S.) ``mask`` is an optional keep mask broadcastable to ``(..., T, S)``. A query that may attend
-    to no key gets 0, as in ``masked_softmax``. ``scale`` defaults to ``1/√Dh``.
+    same when T = S.) With ``window=W`` (causal only) the query at position p sees keys ``p - W + 1 .. p``, and the
+    tiles wholly older than that are skipped as well: a sliding window costs T·W work, not T·S. ``mask`` is an
+    optional keep mask broadcastable to ``(..., T, S)``. A query that may attend to no key gets 0, as in
+    ``masked_softmax``. ``scale`` defaults to ``1/√Dh``.
 
     Returns the context ``(..., T, Dv)``; with ``return_lse=True`` also the log-sum-exp of each row's scaled
     scores ``(..., T)`` (``-inf`` for a row with no key): with the output, what the backward keeps (one number per
@@ -552,14 +666,25 @@ def flash_attention(
     block_size = check_positive_int("block_size", block_size)
     dropout_p = check_probability("dropout_p", dropout_p)
     return_lse = check_flag("return_lse", return_lse)
+    window = _check_window(window, causal)
     if scale is None:
         scale = scale_factor(q.shape[-1])
     else:
         scale = _check_scale(scale, q)
         _check_tiles_finite(q, k, scale, block_size)
     seed = _dropout_seed() if dropout_p > 0 else 0  # saved instead of the masks: the backward draws them again
-    context, lse = _FlashAttention.apply(q, k, v, mask, causal, scale, block_size, dropout_p, seed)
+    context, lse = _FlashAttention.apply(q, k, v, mask, causal, scale, block_size, dropout_p, seed, window)
     return (context, lse) if return_lse else context
+
+
+def _check_window(window, causal: bool) -> int | None:
+    """``flash_attention``'s sliding window: None, or a positive int on a causal call."""
+    if window is None:
+        return None
+    window = check_positive_int("window", window)
+    if not causal:
+        raise ValueError("window needs causal=True: a sliding window limits how far back a causal query looks")
+    return window
 
 
 def _dropout_seed() -> int:
@@ -584,29 +709,36 @@ def _query_blocks(T: int, block_size: int):
     return [slice(i0, min(i0 + block_size, T)) for i0 in range(0, T, block_size)]
 
 
-def _key_tiles(rows: slice, T: int, S: int, block_size: int, causal: bool):
+def _key_tiles(rows: slice, T: int, S: int, block_size: int, causal: bool, window: int | None = None):
     """Yield ``(key slice, keep)`` for every key block the query block ``rows`` must look at.
 
     ``keep`` is the tile's causal keep mask ``(Tb, Sb)``, or None when the whole tile is allowed. With ``causal``,
     query ``i`` sits at position ``S - T + i``; a key block starting after the query block's last position is in
-    the future for every row of the block, and is skipped.
+    the future for every row of the block, and is skipped. With a ``window`` W, so is a key block ending before
+    the first query's oldest key (position ``S - T + rows.start - W + 1``).
     """
     offset = S - T  # bottom-right alignment
-    for j0 in range(0, S, block_size):
+    first = 0 if window is None else max(0, offset + rows.start - window + 1)  # the oldest key any row sees
+    for j0 in range(first // block_size * block_size, S, block_size):
         j1 = min(j0 + block_size, S)
         if causal and j0 > offset + rows.stop - 1:
             break  # this block and every later one lie wholly in the future of all these queries
+        future = causal and j1 - 1 > offset + rows.start  # the tile crosses the diagonal: some pairs are ahead
+        too_old = window is not None and j0 < offset + rows.stop - window  # some pairs lie behind the window
         keep = None
-        if causal and j1 - 1 > offset + rows.start:  # the tile crosses the diagonal: some pairs are in the future
-            query_positions = torch.arange(offset + rows.start, offset + rows.stop)
-            keep = torch.arange(j0, j1)[None, :] <= query_positions[:, None]  # (Tb, Sb)
+        if future or too_old:
+            query_positions = torch.arange(offset + rows.start, offset + rows.stop)[:, None]  # (Tb, 1)
+            key_positions = torch.arange(j0, j1)[None, :]  # (1, Sb)
+            keep = key_positions <= query_positions  # (Tb, Sb)
+            if window is not None:
+                keep &= key_positions > query_positions - window
         yield slice(j0, j1), keep
 
 
-def _tiles(T: int, S: int, block_size: int, causal: bool):
+def _tiles(T: int, S: int, block_size: int, causal: bool, window: int | None = None):
     """Yield ``(query slice, key slice, keep)`` for every tile that must be computed, query block by block."""
     for rows in _query_blocks(T, block_size):
-        for cols, keep in _key_tiles(rows, T, S, block_size, causal):
+        for cols, keep in _key_tiles(rows, T, S, block_size, causal, window):
             yield rows, cols, keep
 
 
@@ -627,7 +759,7 @@ def _expand_mask(mask: Tensor | None, T: int, S: int) -> Tensor | None:
     return mask.expand(*mask.shape[:-2], T, S)  # a view: no memory
 
 
-def _flash_forward(q, k, v, mask, causal, scale, block_size, dropout_p=0.0, seed=0):
+def _flash_forward(q, k, v, mask, causal, scale, block_size, dropout_p=0.0, seed=0, window=None):
     """The forward pass: every query block walks its key blocks with ``online_softmax_step``."""
     T, S = q.shape[-2], k.shape[-2]
     generator = torch.Generator(device=q.device) if dropout_p > 0 else None
@@ -640,7 +772,7 @@ def _flash_forward(q, k, v, mask, causal, scale, block_size, dropout_p=0.0, seed
         state = online_softmax_start((*q.shape[:-2], rows.stop - rows.start), v.shape[-1], dtype=q.dtype,
                                      device=q.device)
         q_block = q[..., rows, :] * scale  # (..., Tb, Dh): scaled once per query block, not once per tile
-        for cols, keep in _key_tiles(rows, T, S, block_size, causal):
+        for cols, keep in _key_tiles(rows, T, S, block_size, causal, window):
             scores = q_block @ k[..., cols, :].transpose(-2, -1)  # (..., Tb, Dh) @ (..., Dh, Sb) -> (..., Tb, Sb)
             keep = _tile_mask(mask, keep, rows, cols, q.device)
             if keep is not None:
@@ -664,12 +796,13 @@ class _FlashAttention(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, q, k, v, mask, causal, scale, block_size, dropout_p, seed):
+    def forward(ctx, q, k, v, mask, causal, scale, block_size, dropout_p, seed, window):
         with torch.no_grad():
-            context, lse = _flash_forward(q, k, v, mask, causal, scale, block_size, dropout_p, seed)
+            context, lse = _flash_forward(q, k, v, mask, causal, scale, block_size, dropout_p, seed, window)
         ctx.save_for_backward(q, k, v, context, lse, mask if mask is not None else torch.empty(0))
         ctx.has_mask, ctx.causal, ctx.scale, ctx.block_size = mask is not None, causal, scale, block_size
         ctx.dropout_p, ctx.seed = dropout_p, seed  # two numbers: the dropout masks are drawn again, not kept
+        ctx.window = window
         return context, lse
 
     @staticmethod
@@ -686,7 +819,7 @@ class _FlashAttention(torch.autograd.Function):
         lse = lse.masked_fill(lse == float("-inf"), float("inf"))[..., None]  # (..., T, 1): P = 0 in empty rows
         generator = torch.Generator(device=q.device) if ctx.dropout_p > 0 else None
         key_blocks = -(-S // ctx.block_size)
-        for rows, cols, keep in _tiles(T, S, ctx.block_size, ctx.causal):
+        for rows, cols, keep in _tiles(T, S, ctx.block_size, ctx.causal, ctx.window):
             q_tile, k_tile, v_tile = q[..., rows, :], k[..., cols, :], v[..., cols, :]
             scores = (q_tile * ctx.scale) @ k_tile.transpose(-2, -1)  # (..., Tb, Sb)
             keep = _tile_mask(mask, keep, rows, cols, q.device)
@@ -705,7 +838,7 @@ class _FlashAttention(torch.autograd.Function):
             grad_scores = weights * (grad_weights - row_term[..., rows, :]) * ctx.scale
             grad_q[..., rows, :] += grad_scores @ k_tile  # (..., Tb, Sb) @ (..., Sb, Dh)
             grad_k[..., cols, :] += grad_scores.transpose(-2, -1) @ q_tile  # (..., Sb, Tb) @ (..., Tb, Dh)
-        return grad_q, grad_k, grad_v, None, None, None, None, None, None
+        return grad_q, grad_k, grad_v, None, None, None, None, None, None, None
 
 
 def _check_tiles_finite(q: Tensor, k: Tensor, scale: float, block_size: int) -> None:

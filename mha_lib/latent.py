@@ -22,7 +22,7 @@ from torch import nn
 
 from .cache import KVCache
 from .functional import KERNELS, merge_heads
-from .masks import causal_mask_at
+from .modules import causal_attention_at
 from .positions import YaRN, apply_rope
 from .validation import (
     check_flag,
@@ -50,6 +50,11 @@ class MultiHeadLatentAttention(nn.Module):
         x ``(B, T, D)``; ``kv_cache`` a ``KVCache`` (x continues the sequence it holds); ``absorbed=True`` computes
         the same output from the latent without expanding keys and values. Returns ``(B, T, D)`` and, with
         ``return_weights=True`` (kernel ``"explicit"``), the weights ``(B, H, T, S)``.
+
+    ``kernel`` ``"explicit"``, ``"sdpa"`` or ``"flash"``: the causal triangle goes to sdpa and flash as the positions
+    of the first query and the first key (``modules.causal_attention_at``), so neither builds a ``(T, S)`` tensor,
+    absorbed or not, after a cache or not; the values, narrower than the queries, get zero columns for SDPA's fused
+    kernel (``sdpa_attention``). Only the explicit kernel holds ``T × S`` (its weights).
     """
 
     def __init__(
@@ -159,11 +164,8 @@ class MultiHeadLatentAttention(nn.Module):
         k_rope = self._rope(k_rope, positions)  # one rotary key per token, for every head
         if kv_cache is not None:
             latent, k_rope = kv_cache.append(latent, k_rope)  # (B, S, r), (B, S, dr): all a token ever costs
-            key_positions = kv_cache.positions(x.device)
-        else:
-            key_positions = positions
+        first_key = kv_cache.start if kv_cache is not None else 0  # the keys sit at first_key .. past + T - 1
         S = latent.shape[1]
-        mask = causal_mask_at(positions, key_positions)  # (T, S): the chunk's triangle at its true positions
 
         if absorbed:
             # scores: q_nope_h · (W_uk[h] c) = (W_uk[h]ᵀ q_nope_h) · c, so the queries move into latent space
@@ -171,20 +173,23 @@ class MultiHeadLatentAttention(nn.Module):
             query = torch.cat([q_latent, q_rope], dim=-1)  # (B, H, T, r + dr)
             key = torch.cat([latent, k_rope], dim=-1)[:, None].expand(B, H, S, -1)  # (B, S, r+dr) -> (B, H, S, r+dr)
             value = latent[:, None].expand(B, H, S, -1)  # (B, S, r) -> (B, H, S, r): a view, no copy
-            context, weights = self._kernel(query, key, value, mask)  # (B, H, T, r): Σ p c, still in latent space
+            context, weights = self._kernel(query, key, value, past, first_key)  # (B, H, T, r): Σ p c, in latent space
             context = context @ self.W_uv.transpose(1, 2)  # (B, H, T, r) @ (H, r, dv) -> (B, H, T, dv)
         else:
             kv = self.kv_up(latent).view(B, S, H, dn + self.v_head_dim).transpose(1, 2)  # (B, H, S, dn + dv)
             k_nope, value = kv.split([dn, self.v_head_dim], dim=-1)  # (B, H, S, dn), (B, H, S, dv)
             key = torch.cat([k_nope, k_rope[:, None].expand(B, H, S, dr)], dim=-1)  # (B, H, S, dn + dr)
             query = torch.cat([q_nope, q_rope], dim=-1)  # (B, H, T, dn + dr)
-            context, weights = self._kernel(query, key, value, mask)  # (B, H, T, dv)
+            context, weights = self._kernel(query, key, value, past, first_key)  # (B, H, T, dv)
         out = self.out_proj(merge_heads(context))  # (B, H, T, dv) -> (B, T, H·dv) -> (B, T, D)
         return (out, weights) if return_weights else out
 
-    def _kernel(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor):
-        return KERNELS[self.kernel](
-            q, k, v, mask=mask, scale=self.scale, dropout_p=self.dropout_p if self.training else 0.0
+    def _kernel(self, q: Tensor, k: Tensor, v: Tensor, first_query: int, first_key: int):
+        """Causal attention with queries at ``first_query ..`` and keys at ``first_key ..``: the triangle goes to the
+        kernel as these two positions (``causal_attention_at``), so that flash and sdpa build no ``(T, S)`` mask."""
+        return causal_attention_at(
+            self.kernel, q, k, v, first_query=first_query, first_key=first_key, scale=self.scale,
+            dropout_p=self.dropout_p if self.training else 0.0,
         )
 
     def extra_repr(self) -> str:

@@ -47,18 +47,29 @@ def causal_mask_at(query_positions: Tensor, key_positions: Tensor, *, window: in
 
     This is the mask of a chunk after a KV cache: its queries sit at ``past .. past + T - 1`` and its keys at
     ``start .. past + T - 1``. ``is_causal=True`` would align the triangle to the top-left corner instead, and the
-    chunk's first query would see only the first key (chapter 12).
+    chunk's first query would see only the first key (chapter 12). Both positions live on one device; the mask
+    is built there, one byte per (query, key) pair and no wider tensor on the way.
+
+    The layers call this only for the explicit kernel: the tiled kernel and SDPA receive the same triangle as
+    two numbers, the offset between the first query's and the first key's positions and the window
+    (``MultiHeadAttention``, ``MultiHeadLatentAttention``), and never hold a ``(T, S)`` mask.
     """
     for name, p in (("query_positions", query_positions), ("key_positions", key_positions)):
         check_tensor(name, p, ndim=1, layout="(T,)" if name.startswith("query") else "(S,)")
         if p.is_floating_point() or p.is_complex() or p.dtype == torch.bool:
             raise TypeError(f"{name} must be an integer tensor of token positions, got {p.dtype}")
+    if key_positions.device != query_positions.device:
+        raise ValueError(
+            f"key_positions is on {key_positions.device} but query_positions is on {query_positions.device}; "
+            f"move both to the device of the scores the mask is for"
+        )
     if window is not None:
         window = check_positive_int("window", window)
-    offset = query_positions[:, None] - key_positions[None, :]  # (T, 1) - (1, S) -> (T, S): how far back each key is
-    keep = offset >= 0  # never the future
+    queries, keys = query_positions[:, None], key_positions[None, :]  # (T, 1) and (1, S)
+    keep = keys <= queries  # (T, S) bool: never the future (compared directly, no (T, S) of int64 distances)
     if window is not None:
-        keep &= offset < window  # and not further back than the window
+        oldest = queries.to(torch.int64) - min(window, 2**62)  # (T, 1): in int64, a wide window cannot wrap
+        keep &= keys > oldest  # and not further back than the window: keys m - W + 1 .. m
     return keep
 
 

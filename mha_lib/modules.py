@@ -19,7 +19,9 @@ import torch
 from torch import nn
 
 from .cache import KVCache
-from .functional import KERNELS, expand_kv_heads, explicit_attention, merge_heads, split_heads
+from .functional import (
+    KERNELS, expand_kv_heads, explicit_attention, flash_attention, merge_heads, sdpa_attention, split_heads,
+)
 from .masks import causal_mask, causal_mask_at, combine_masks, mask_from_key_padding, mask_from_valid_lens
 from .positions import apply_rope
 from .validation import (
@@ -56,6 +58,39 @@ def _check_buffered_context_length(context_length: int) -> int:
 
 def _check_bias_flag(qkv_bias) -> bool:
     return check_flag("qkv_bias", qkv_bias)
+
+
+def causal_attention_at(
+    kernel: str, q: Tensor, k: Tensor, v: Tensor, *, first_query: int = 0, first_key: int = 0,
+    window: int | None = None, mask: Tensor | None = None, scale: float | None = None, dropout_p: float = 0.0,
+):
+    """Causal attention at the tokens' true positions, with the kernel named ``kernel`` (a key of ``KERNELS``).
+
+    Query ``i`` sits at position ``first_query + i`` and key ``j`` at ``first_key + j``; a query at ``m`` sees the
+    key at ``n`` when ``n <= m`` and, with a ``window`` W, ``n > m - W`` (``causal_mask_at``'s rule). ``mask`` is an
+    optional keep mask on top (padding). Returns ``(context, weights)`` as the kernels do.
+
+    Each kernel gets the triangle in the form it needs, so that only the explicit kernel pays for a ``(T, S)``
+    mask (it builds the ``(T, S)`` weights anyway): the tiled kernel aligns its triangle bottom-right (the queries
+    are the last T of the S positions: a chunk after a KV cache, or T = S) and skips the tiles outside the window;
+    ``sdpa_attention`` takes the offset between the positions as ``diagonal``, and the window. Both never hold a
+    ``T × S`` tensor: one call of either layer at T = 8,192 (width 32) grows memory by less than 25 MiB, where one
+    float32 ``T × S`` matrix takes 256 MiB (``tests/benchmarks/layer_memory.py``, ``tests/core/test_layer_memory.py``).
+    """
+    T, S = q.shape[-2], k.shape[-2]
+    diagonal = first_query - first_key  # query i sees key j when j <= i + diagonal
+    if kernel == "sdpa":
+        return sdpa_attention(q, k, v, mask=mask, scale=scale, dropout_p=dropout_p, is_causal=True,
+                              diagonal=diagonal, window=window)
+    if kernel == "flash" and diagonal == S - T:  # the tiled kernel's own bottom-right triangle
+        return flash_attention(q, k, v, causal=True, window=window, mask=mask, scale=scale, dropout_p=dropout_p), None
+    if diagonal == 0 and window is None:  # the top-left triangle: every kernel takes it as a flag
+        return KERNELS[kernel](q, k, v, mask=mask, scale=scale, dropout_p=dropout_p, is_causal=True)
+    positional = causal_mask_at(  # (T, S): the explicit kernel, or a window on causal cross-attention
+        torch.arange(first_query, first_query + T, device=q.device),
+        torch.arange(first_key, first_key + S, device=q.device), window=window,
+    )
+    return KERNELS[kernel](q, k, v, mask=combine_masks(positional, mask), scale=scale, dropout_p=dropout_p)
 
 
 class SelfAttention(nn.Module):
@@ -219,20 +254,21 @@ class _MultiHeadBase(nn.Module):
 
     def _attend(
         self, q: Tensor, k: Tensor, v: Tensor, key_padding_mask, valid_lens, return_weights: bool,
-        positional: Tensor | None = None,
+        first_query: int = 0, first_key: int = 0, window: int | None = None,
     ):
         B, _, T, _ = q.shape
         S = k.shape[2]
         padding = self._padding_mask(key_padding_mask, valid_lens, B, T, S, q.device)
-        if positional is None:
-            # causality goes as a flag, not as a mask tensor: SDPA then takes its fast causal path, and the
-            # explicit kernel builds the same triangle that CausalAttention keeps in a buffer
-            mask, is_causal = padding, self.causal
-        else:  # a window or a cache: the triangle must follow the tokens' true positions, so it is a mask
-            mask, is_causal = combine_masks(positional, padding), False
-        context, weights = KERNELS[self.kernel](
-            q, k, v, mask=mask, dropout_p=self.dropout_p if self.training else 0.0, is_causal=is_causal
-        )  # (B, H, T, Dh), (B, H, T, S) or None
+        dropout_p = self.dropout_p if self.training else 0.0
+        if self.causal:
+            # causality goes as positions, not as a mask tensor: the first query's and the first key's (they
+            # differ after a KV cache) and the window; only the explicit kernel turns them into a (T, S) mask
+            context, weights = causal_attention_at(
+                self.kernel, q, k, v, first_query=first_query, first_key=first_key, window=window, mask=padding,
+                dropout_p=dropout_p,
+            )  # (B, H, T, Dh), (B, H, T, S) or None
+        else:
+            context, weights = KERNELS[self.kernel](q, k, v, mask=padding, dropout_p=dropout_p)
         out = self.out_proj(merge_heads(context))  # (B, H, T, Dh) -> (B, T, H·Dh) -> (B, T, d_out)
         return (out, weights) if return_weights else out
 
@@ -257,7 +293,10 @@ class MultiHeadAttention(_MultiHeadBase):
         (chapter 12). Returns ``(B, T, d_out)``, and the weights ``(B, H, T, S)`` too when ``return_weights=True``.
 
     ``causal=True`` (the default, as in the book) lets query ``t`` see keys ``0..t`` only; set it to ``False``
-    for an encoder or for cross-attention. ``kernel`` is ``"explicit"`` or ``"sdpa"`` (faster, no weights).
+    for an encoder or for cross-attention. ``kernel`` is ``"explicit"``, ``"sdpa"`` (faster, no weights) or
+    ``"flash"`` (the tiled kernel of chapter 14, no weights). Causality, a window and a cache's offset reach sdpa
+    and flash as positions, not as a ``(T, S)`` mask (``causal_attention_at``): their memory grows with T, not T²;
+    a padding mask (``key_padding_mask``, ``valid_lens``) is a tensor, and only the explicit kernel builds ``T × S``.
 
     The attention of today's decoders (chapters 12 and 13), all off by default:
 
@@ -366,16 +405,13 @@ class MultiHeadAttention(_MultiHeadBase):
         if self.rope_theta is not None:  # after the projection, before the scores; v carries no position
             q = apply_rope(q, positions, self.rope_theta)
             k = apply_rope(k, positions, self.rope_theta)
-        positional = None
+        first_key = 0  # keys at 0 .. S-1 (S = T unless kv is another sequence)
         if kv_cache is not None:
             k, v = kv_cache.append(k, v)  # (B, G, S, Dh): the cached tokens, then this chunk's
-            positional = causal_mask_at(positions, kv_cache.positions(x.device), window=self.window)  # (T, S)
-        elif self.window is not None:  # keys at 0 .. S-1 (S = T unless kv is another sequence)
-            key_positions = torch.arange(kv.shape[1], device=x.device)
-            positional = causal_mask_at(positions, key_positions, window=self.window)  # (T, S)
+            first_key = kv_cache.start  # the oldest token held (a window's cache drops the older ones)
         k = expand_kv_heads(k, self.num_heads)  # (B, G, S, Dh) -> (B, H, S, Dh)
         v = expand_kv_heads(v, self.num_heads)  # (B, G, S, Dh) -> (B, H, S, Dh)
-        result = self._attend(q, k, v, key_padding_mask, valid_lens, return_weights, positional)
+        result = self._attend(q, k, v, key_padding_mask, valid_lens, return_weights, past, first_key, self.window)
         if kv_cache is not None and self.window is not None:
             kv_cache.keep_last(self.window - 1)  # the next query sees itself and the W - 1 tokens before it
         return result

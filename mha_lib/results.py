@@ -6,6 +6,7 @@ They ship inside the package, so a notebook reads them anywhere (Colab, a copied
     mha_lib.results.load("import_time")
     mha_lib.results.load("kv_cache")["cpu"]    # chapter 12: generating with and without a KV cache
     mha_lib.results.load("memory_wall")["cpu"]    # chapter 14: peak memory and time of one call against T
+    mha_lib.results.load("layer_memory")["cpu"]    # chapter 14: one call of each layer × kernel × case, T = 8,192
 
 `tests/benchmarks/run_all.py` writes these files (``benchmark_results/<kind>_<device>.json`` or
 ``<kind>.json``); nothing is downloaded at run time.
@@ -16,7 +17,7 @@ from __future__ import annotations
 import json
 from importlib import resources
 
-KINDS = ("speed", "memory", "import_time", "kv_cache", "memory_wall")
+KINDS = ("speed", "memory", "import_time", "kv_cache", "memory_wall", "layer_memory")
 
 
 def _folder():

@@ -4,12 +4,13 @@
     python tests/benchmarks/run_all.py --quick    # tiny shapes, a smoke test (do not commit its results)
 
 Writes ``mha_lib/benchmark_results/speed_<device>.json``, ``memory_<device>.json``, ``import_time.json``,
-``kv_cache_cpu.json`` (chapter 12: generation with and without a KV cache) and ``memory_wall_<device>.json``
-(chapter 14: peak memory and time of one attention call, T = 1,024 … 16,384), then re-executes
+``kv_cache_cpu.json`` (chapter 12: generation with and without a KV cache), ``memory_wall_<device>.json``
+(chapter 14: peak memory and time of one attention call, T = 1,024 … 16,384) and ``layer_memory_<device>.json``
+(chapter 14: one call of each layer × kernel × case at T = 8,192), then re-executes
 ``notebooks/09_efficiency.ipynb``, ``notebooks/12_sharing_keys_and_values.ipynb`` and
 ``notebooks/14_attention_at_scale.ipynb`` and their Chinese twins where present (their stored outputs print those
-files, so they must be refreshed together). On a GPU machine the new ``speed_cuda.json``, ``memory_cuda.json`` and
-``memory_wall_cuda.json`` appear in the notebooks next to the CPU's without any code change.
+files, so they must be refreshed together). On a GPU machine the new ``speed_cuda.json``, ``memory_cuda.json``,
+``memory_wall_cuda.json`` and ``layer_memory_cuda.json`` appear in the notebooks next to the CPU's without any code change.
 Takes about 10 minutes on a quiet 2-core CPU (the KV-cache benchmark about 2.5 of them, the memory wall about 1.5;
 longer on a busy one).
 """
@@ -51,24 +52,28 @@ def main(argv: list[str] | None = None) -> None:
     imports = [python, str(HERE / "import_time.py"), "--out", str(out)]
     kv_cache = [python, str(HERE / "kv_cache_generation.py"), "--out", str(out)]
     memory_wall = [python, str(HERE / "memory_wall.py"), "--out", str(out)]
+    layer_memory = [python, str(HERE / "layer_memory.py"), "--out", str(out)]
     if args.quick:
         speed += ["-B", "2", "-T", "128", "-D", "64", "-H", "4", "--repeats", "3", "--warmup", "1"]
         memory += ["-T", "64", "128", "-D", "64", "-H", "4"]
         imports += ["--repeats", "2"]
         kv_cache += ["--tokens", "16", "32", "--repeats", "1"]
         memory_wall += ["--quick"]
+        layer_memory += ["--quick"]
     else:
         speed += ["--repeats", "9"]
     if args.quiet_below:
         speed += ["--quiet-below", args.quiet_below]
         kv_cache += ["--quiet-below", args.quiet_below]
         memory_wall += ["--quiet-below", args.quiet_below]
+        layer_memory += ["--quiet-below", args.quiet_below]
     start = time.perf_counter()
     step("speed", speed)
     step("memory", memory)
     step("import time", imports)
     step("kv cache", kv_cache)
     step("memory wall", memory_wall)
+    step("layer memory", layer_memory)
     if args.notebook and not args.quick and out.resolve() == RESULTS.resolve():
         existing = [str(path) for path in NOTEBOOKS if path.exists()]
         step("notebooks", [python, str(ROOT / "tests" / "refresh_notebooks.py"), *existing])

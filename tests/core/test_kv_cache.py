@@ -2,7 +2,7 @@
 one full causal forward gives, and the cache says exactly what it holds.
 
 Random configurations (``random.Random(seed)`` for sizes and flags, ``torch.Generator().manual_seed(seed)`` for
-tensors): G among the divisors of H, RoPE on/off, a window or none, both kernels, head widths ≠ d_out, biases.
+tensors): G among the divisors of H, RoPE on/off, a window or none, all three kernels, head widths ≠ d_out, biases.
 Each is fed in uneven random chunks and token by token; the concatenated outputs must equal the full forward
 to 1e-5 (float32), and after every chunk ``seen``, ``length``, ``start`` and ``nbytes`` must be exact:
 ``nbytes = B · G · held · Dh · 2 (K and V) · 4 (float32)``, where a window holds at most ``W - 1`` tokens.
@@ -18,7 +18,7 @@ import torch
 import mha_lib
 from mha_lib import KVCache, MultiHeadAttention
 
-KERNELS = ("explicit", "sdpa")
+KERNELS = ("explicit", "sdpa", "flash")
 TOL = {"rtol": 1e-5, "atol": 1e-5}
 
 
@@ -61,7 +61,7 @@ def test_a_cache_fed_in_chunks_gives_the_full_causal_forward(seed):
     window = rng.choice([None, None, rng.randint(1, 8)])
     torch.manual_seed(seed)
     layer = MultiHeadAttention(
-        d_in, rng.randint(2, 12), 24, 0.0, H, rng.random() < 0.5, kernel=KERNELS[seed % 2], num_kv_heads=G,
+        d_in, rng.randint(2, 12), 24, 0.0, H, rng.random() < 0.5, kernel=KERNELS[seed % 3], num_kv_heads=G,
         head_dim=Dh, rope_theta=rng.choice([None, 10000.0, 500000.0]), window=window,
         out_bias=rng.random() < 0.7,
     ).eval()
@@ -80,6 +80,30 @@ def test_a_cache_fed_in_chunks_gives_the_full_causal_forward(seed):
     for sizes in (random_chunks(rng, T), [1] * T, [T]):
         out, _ = feed(layer, x, sizes, check)
         torch.testing.assert_close(out, full, **TOL)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_every_kernel_gives_the_explicit_output_chunk_by_chunk(seed, monkeypatch):
+    """flash and sdpa receive a chunk's triangle as positions (the first query's, the first key's, the window), not
+    as a (T, S) mask; SDPA then goes by blocks of queries (made tiny here, so that a chunk takes several)."""
+    monkeypatch.setattr(mha_lib.functional, "_SDPA_BLOCK_PAIRS", 24)
+    rng = random.Random(seed)
+    H = rng.choice([2, 4])
+    options = dict(num_kv_heads=rng.choice([1, H]), rope_theta=rng.choice([None, 10000.0]),
+                   window=rng.choice([None, rng.randint(1, 9)]))
+    T = rng.randint(10, 30)
+    x = torch.randn(rng.randint(1, 2), T, 8, generator=torch.Generator().manual_seed(seed))
+    sizes = []  # uneven chunks of 1 to 12 tokens: the cached tokens are fewer, as many or more than the chunk's
+    while sum(sizes) < T:
+        sizes.append(min(rng.randint(1, 12), T - sum(sizes)))
+    outputs = {}
+    for kernel in KERNELS:
+        torch.manual_seed(seed)
+        layer = MultiHeadAttention(8, 8, 32, 0.0, H, kernel=kernel, **options).eval()
+        outputs[kernel] = (feed(layer, x, sizes)[0], layer(x))
+    for kernel in ("sdpa", "flash"):
+        torch.testing.assert_close(outputs[kernel][0], outputs["explicit"][0], **TOL)
+        torch.testing.assert_close(outputs[kernel][1], outputs["explicit"][1], **TOL)
 
 
 @pytest.mark.parametrize("kernel", KERNELS)

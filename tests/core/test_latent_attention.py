@@ -123,15 +123,17 @@ def test_a_latent_cache_token_by_token_and_in_chunks_equals_the_full_forward(see
     while sum(uneven) < T:
         uneven.append(min(rng.randint(1, 5), T - sum(uneven)))
     with torch.no_grad():
-        for sizes in ([1] * T, uneven):
-            cache, pieces, start = KVCache(), [], 0
-            for size in sizes:
-                pieces.append(layer(x[:, start:start + size], kv_cache=cache, absorbed=absorbed))
-                start += size
-                assert len(cache.tensors) == 2  # the latent and the shared rotary key: nothing else
-                assert [tuple(t.shape) for t in cache.tensors] == [(B, start, r), (B, start, dr)]
-                assert cache.nbytes == B * start * (r + dr) * 4
-            close_to(torch.cat(pieces, dim=1), expected)
+        # every kernel: a chunk after the cache is the bottom-right triangle, which flash and sdpa take as positions
+        for model in (layer, twin(layer, kernel="sdpa"), twin(layer, kernel="flash")):
+            for sizes in ([1] * T, uneven):
+                cache, pieces, start = KVCache(), [], 0
+                for size in sizes:
+                    pieces.append(model(x[:, start:start + size], kv_cache=cache, absorbed=absorbed))
+                    start += size
+                    assert len(cache.tensors) == 2  # the latent and the shared rotary key: nothing else
+                    assert [tuple(t.shape) for t in cache.tensors] == [(B, start, r), (B, start, dr)]
+                    assert cache.nbytes == B * start * (r + dr) * 4
+                close_to(torch.cat(pieces, dim=1), expected)
 
 
 def test_the_cache_holds_the_normalised_latent_and_the_rotated_key():
