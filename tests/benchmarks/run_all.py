@@ -10,9 +10,9 @@ Writes ``mha_lib/benchmark_results/speed_<device>.json``, ``memory_<device>.json
 ``notebooks/09_efficiency.ipynb``, ``notebooks/12_sharing_keys_and_values.ipynb`` and
 ``notebooks/14_attention_at_scale.ipynb`` and their Chinese twins where present (their stored outputs print those
 files, so they must be refreshed together). On a GPU machine the new ``speed_cuda.json``, ``memory_cuda.json``,
-``memory_wall_cuda.json`` and ``layer_memory_cuda.json`` appear in the notebooks next to the CPU's without any code change.
-Takes about 10 minutes on a quiet 2-core CPU (the KV-cache benchmark about 2.5 of them, the memory wall about 1.5;
-longer on a busy one).
+``memory_wall_cuda.json`` and ``layer_memory_cuda.json`` are saved beside the CPU's.
+Takes about 12 minutes on a quiet 2-core CPU (the KV-cache benchmark about 2.5 of them, the memory wall about 1.5,
+the layer memory about 2; longer on a busy one).
 """
 
 from __future__ import annotations

@@ -9,8 +9,9 @@ matrix is 256 MiB there. Bounds:
                              would be 512 or 256 MiB, a boolean one 64)
     explicit      > 256 MiB  the control: it builds the (B, H, T, S) weights, so the measurement must see them
 
-The flash paths are the tiled kernel's own triangle (bottom-right, and its window), the sdpa paths SDPA's (``is_causal``,
-or blocks of queries: ``sdpa_attention``); the in-process tests below check that they compute what the mask computes.
+The flash paths are the tiled kernel's own triangle (bottom-right, and its window), the sdpa paths SDPA's
+(``is_causal``, or blocks of queries: ``sdpa_attention``); the in-process tests below check that they compute what
+the mask computes.
 About 30 s on a quiet 2-core machine (8 processes, one thread each).
 """
 
@@ -72,7 +73,8 @@ def measure(layer: str, case: str, kernel: str) -> dict:
 def test_one_call_at_8192_tokens_holds_no_t_by_s_tensor(layer, case, kernel):
     point = measure(layer, case, kernel)
     assert (point["T"], point["S"] >= T) == (T, True)
-    what = f"{layer} {case} kernel={kernel}: one call at T={T}, S={point['S']} grew the peak by {point['peak_mb']:.1f} MiB"
+    what = (f"{layer} {case} kernel={kernel}: one call at T={T}, S={point['S']} grew the peak by "
+            f"{point['peak_mb']:.1f} MiB")
     if kernel == "explicit":
         assert point["peak_mb"] > CONTROL_MIB, f"{what}; the control must show its (B, H, T, S) weights"
     else:
@@ -108,8 +110,9 @@ def test_sdpa_with_a_diagonal_and_a_window_equals_the_masked_explicit_kernel(see
     torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
     if out.requires_grad:  # not when no query sees any key (all zeros, as masked_softmax gives)
         grad = torch.randn(expected.shape, generator=gen)
-        for mine, theirs in zip(torch.autograd.grad(out, (q, k, v), grad), torch.autograd.grad(expected, (q, k, v), grad)):
-            torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-5)
+        theirs = torch.autograd.grad(expected, (q, k, v), grad)
+        for mine, reference in zip(torch.autograd.grad(out, (q, k, v), grad), theirs):
+            torch.testing.assert_close(mine, reference, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("seed", range(20))
