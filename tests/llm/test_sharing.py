@@ -200,6 +200,23 @@ def test_cache_speedup_figure_draws_the_saved_numbers():
     _readable(fig)
 
 
+def test_cache_speedup_figure_draws_the_fastest_round_when_asked():
+    rounds = {**RESULT, "repeats": 3, "points": [
+        {**p, "no_cache_samples_s": [p["no_cache_s"], p["no_cache_s"] / 2, 5.0], "cache_samples_s": [p["cache_s"]] * 3}
+        for p in RESULT["points"]]}
+    fig = sharing.cache_speedup_figure(rounds, statistic="fastest")
+    times, speedup = fig.axes[:2]
+    assert list(times.get_lines()[0].get_ydata()) == pytest.approx([p["no_cache_s"] / 2 for p in RESULT["points"]])
+    assert list(speedup.get_lines()[0].get_ydata()) == pytest.approx([3.2, 6.4, 12.8])  # fastest / fastest
+    assert "fastest of 3 rounds" in times.get_title()
+    assert "median of 3" in sharing.cache_speedup_figure(rounds).axes[0].get_title()  # the default
+    _readable(fig)
+    fig = sharing.cache_speedup_figure(RESULT, statistic="fastest")  # no rounds saved: the medians
+    assert list(fig.axes[0].get_lines()[0].get_ydata()) == pytest.approx([p["no_cache_s"] for p in RESULT["points"]])
+    with pytest.raises(ValueError, match="statistic must be one of"):
+        sharing.cache_speedup_figure(RESULT, statistic="mean")
+
+
 def test_cache_speedup_figure_reads_the_shipped_results():
     from mha_lib import results
 
