@@ -1,16 +1,20 @@
 """The benchmarks of chapters 9, 12 and 14: they run (on tiny shapes, in seconds), print what they promise, save what
 the notebook reads; and the explicit kernel's speed-ups (scale q, mask and softmax in place) change no result.
 
+Each script's ``main`` runs in the test's process (its command line as arguments, its printout captured): a fresh
+process would only import torch once more. The processes a benchmark starts itself (a memory point, an import time)
+are started as in a real measurement.
+
 The timings themselves are not tested (a shared machine makes them noise); `tests/benchmarks/run_all.py` measures.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import re
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
@@ -25,11 +29,14 @@ RESULTS = ROOT / "mha_lib" / "benchmark_results"
 VARIANTS = ["wrapper", "textbook", "explicit", "fused", "sdpa", "torch_mha", "reference"]
 
 
-def _run(script: str, *args: str) -> str:
-    done = subprocess.run([sys.executable, str(BENCH / script), *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+def _run(capsys, script: str, *args: str) -> str:
+    """What ``python tests/benchmarks/<script> <args>`` prints, run in this process (``main(args)``)."""
+    if str(BENCH) not in sys.path:
+        sys.path.insert(0, str(BENCH))
+    module = importlib.import_module(script.removesuffix(".py"))
+    capsys.readouterr()
+    module.main(list(args))
+    return capsys.readouterr().out
 
 
 def _check_speed_json(result: dict) -> None:
@@ -59,8 +66,8 @@ def _check_memory_json(result: dict) -> None:
         assert p["weights_bytes"] == s["B"] * s["H"] * p["T"] ** 2 * 4 and p["peak_bytes"] >= 0
 
 
-def test_speed_benchmark_prints_a_table_and_two_ratios_last(tmp_path):
-    out = _run("attention_speed.py", "-B", "1", "-T", "16", "-D", "16", "-H", "2", "--repeats", "2",
+def test_speed_benchmark_prints_a_table_and_two_ratios_last(tmp_path, capsys):
+    out = _run(capsys, "attention_speed.py", "-B", "1", "-T", "16", "-D", "16", "-H", "2", "--repeats", "2",
                "--warmup", "0", "--no-backward", "--device", "cpu", "--out", str(tmp_path))
     lines = out.rstrip("\n").splitlines()
     assert any(line.startswith("layer") and "forward ms" in line for line in lines)
@@ -72,7 +79,7 @@ def test_speed_benchmark_prints_a_table_and_two_ratios_last(tmp_path):
     _check_speed_json(saved)
 
 
-def test_memory_benchmark_saves_one_point_per_kernel_mode_and_length_and_sees_the_weights(tmp_path):
+def test_memory_benchmark_saves_one_point_per_kernel_mode_and_length_and_sees_the_weights(tmp_path, capsys):
     # One run serves both checks (each point is measured in a fresh process, as the benchmark does: a test
     # worker's heap may already hold freed memory to reuse). T = 768 is big enough for the explicit kernel's
     # weights (27 MiB) to stand far above the noise of the resident size.
@@ -81,7 +88,7 @@ def test_memory_benchmark_saves_one_point_per_kernel_mode_and_length_and_sees_th
 
     assert weights_bytes(8, 12, 1024) == 384 * 2**20
     T = 768
-    out = _run("attention_memory.py", "-B", "1", "-T", str(T), "-D", "48", "-H", "12", "--modes", "inference",
+    out = _run(capsys, "attention_memory.py", "-B", "1", "-T", str(T), "-D", "48", "-H", "12", "--modes", "inference",
                "--device", "cpu", "--out", str(tmp_path))
     assert "B·H·T²·4" in out
     result = json.loads((tmp_path / "memory_cpu.json").read_text())
@@ -90,15 +97,15 @@ def test_memory_benchmark_saves_one_point_per_kernel_mode_and_length_and_sees_th
     assert peak["explicit"] > 0.8 * weights_bytes(1, 12, T) > peak["sdpa"]
 
 
-def test_import_time_script_reports_the_extra_cost(tmp_path):
-    out = _run("import_time.py", "--repeats", "1", "--out", str(tmp_path))
+def test_import_time_script_reports_the_extra_cost(tmp_path, capsys):
+    out = _run(capsys, "import_time.py", "--repeats", "1", "--out", str(tmp_path))
     assert re.fullmatch(r"mha_lib_extra_s=\d+\.\d+", out.rstrip("\n").splitlines()[-1])
     saved = json.loads((tmp_path / "import_time.json").read_text())
     assert {"import_torch_s", "import_mha_lib_after_torch_s", "budget_s"} <= set(saved)
 
 
-def test_induction_training_benchmark_prints_both_thread_counts_and_saves_them(tmp_path):
-    out = _run("induction_training.py", "--steps", "20", "--out", str(tmp_path))
+def test_induction_training_benchmark_prints_both_thread_counts_and_saves_them(tmp_path, capsys):
+    out = _run(capsys, "induction_training.py", "--steps", "20", "--out", str(tmp_path))
     lines = out.rstrip("\n").splitlines()
     assert re.fullmatch(r"steps_per_s_1_thread=\d+\.\d+", lines[-1])
     assert any(line.startswith("seconds_2_vs_1_threads = ") for line in lines)
@@ -135,8 +142,8 @@ def _check_kv_cache_json(result: dict, tokens: list[int]) -> None:
         assert len(p["no_cache_samples_s"]) == len(p["cache_samples_s"]) == result["repeats"]
 
 
-def test_kv_cache_benchmark_prints_a_table_and_saves_what_chapter_12_reads(tmp_path):
-    out = _run("kv_cache_generation.py", "--tokens", "3", "9", "--repeats", "2", "--out", str(tmp_path))
+def test_kv_cache_benchmark_prints_a_table_and_saves_what_chapter_12_reads(tmp_path, capsys):
+    out = _run(capsys, "kv_cache_generation.py", "--tokens", "3", "9", "--repeats", "2", "--out", str(tmp_path))
     lines = out.rstrip("\n").splitlines()
     assert any(line.split() == ["new", "tokens", "no", "cache", "s", "cache", "s", "speed-up", "same", "tokens"]
                for line in lines)
@@ -199,22 +206,25 @@ def _check_memory_wall_json(result: dict, seq_lens: list[int]) -> None:
             assert r[f"{kernel}_vs_sdpa"] == pytest.approx(expected, rel=0.01, abs=0.001)
 
 
-def test_memory_wall_benchmark_runs_quick_and_saves_what_chapter_14_reads(tmp_path):
-    out = _run("memory_wall.py", "--quick", "--device", "cpu", "--out", str(tmp_path))
+def test_memory_wall_benchmark_runs_and_saves_what_chapter_14_reads(tmp_path, capsys):
+    # one length, one run per point (--quick has two lengths): each kernel's point in a process of its own
+    out = _run(capsys, "memory_wall.py", "-T", "64", "--repeats", "1", "--device", "cpu", "--out", str(tmp_path))
     lines = out.rstrip("\n").splitlines()
     header = next(line for line in lines if line.split()[:2] == ["T", "T·S·4"])
     assert header.split()[-2:] == ["flash/sdpa", "explicit/sdpa"]
-    assert re.fullmatch(r"flash_vs_sdpa_at_128=\d+\.\d+", lines[-1])
+    assert re.fullmatch(r"flash_vs_sdpa_at_64=\d+\.\d+", lines[-1])
     saved = json.loads((tmp_path / "memory_wall_cpu.json").read_text())
-    _check_memory_wall_json(saved, [64, 128])
-    assert all(p["runs"] == 1 for p in saved["points"])  # --quick: one run per point
+    _check_memory_wall_json(saved, [64])
+    assert all(p["runs"] == 1 for p in saved["points"])  # --repeats 1: one run per point
     assert float(lines[-1].split("=")[1]) == saved["ratios"][-1]["flash_vs_sdpa"]
 
 
 def test_memory_wall_refuses_bad_arguments_by_name(capsys):
     sys.path.insert(0, str(BENCH))
-    from memory_wall import parse_args
+    from memory_wall import QUICK_SEQ_LENS, parse_args
 
+    quick = parse_args(["--quick"])
+    assert (quick.seq_lens, quick.repeats) == (sorted(QUICK_SEQ_LENS), 1)  # the smoke test of the docstring
     for argv, message in [(["--block-size", "0"], "--block-size must be >= 1, got 0"),
                           (["-T", "64", "0"], "every --seq-lens value must be >= 1, got [64, 0]"),
                           (["--budget-s", "-1"], "--budget-s must be >= 0, got -1.0")]:

@@ -18,6 +18,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from conftest import CELL_LIMIT_S, cell_limit, own_limit
 from refresh_notebooks import BADGE_TAG, SETUP_TAG, badge_markdown, colab_packages, repository_url, setup_code
 from slides import language_of, twin_paths
 
@@ -148,6 +149,26 @@ def test_nbval_runs_strict():
     addopts = re.search(r"^addopts\s*=\s*\"([^\"]*)\"", text, re.MULTILINE).group(1)
     assert "--nbval " in addopts + " " and "--nbval-lax" not in addopts
     assert "--nbval-sanitize-with tests/nbval_sanitize.cfg" in addopts
+    # a stalled kernel fails its notebook at the cell limit the standalone run uses too (nbval's own: 2,000 s)
+    assert f"--nbval-cell-timeout={CELL_LIMIT_S} " in addopts + " "
+
+
+def test_a_cell_s_own_limit_is_a_well_formed_tag(notebook):
+    """`timeout-<seconds>` (tests/conftest.py: own_limit) gives a cell long on purpose a limit of its own; a
+    misspelt one would leave it the common limit."""
+    path, nb = notebook
+    for cell in _code_cells(nb):
+        own_limit(cell)  # raises on e.g. "timeout-5min"
+
+
+def test_cell_limits_are_read_from_tags():
+    cell = nbformat.v4.new_code_cell("pass")
+    assert own_limit(cell) is None and cell_limit(cell) == CELL_LIMIT_S
+    cell.metadata["tags"] = ["nbval-skip", "timeout-300"]
+    assert own_limit(cell) == cell_limit(cell) == 300
+    cell.metadata["tags"] = ["timeout-5min"]
+    with pytest.raises(ValueError, match="timeout-<seconds>"):
+        own_limit(cell)
 
 
 def test_sanitize_file_has_explicit_replacements():

@@ -318,6 +318,13 @@ def test_the_notebooks_extra_names_every_package_the_notebooks_import():
 
 # ---- the stored notebooks ----------------------------------------------------------------------------------------
 
+def _png_size(data: str) -> tuple[int, int]:
+    """(width, height) of a base64 PNG, from its header."""
+    header = base64.b64decode(data[:44])
+    assert header[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    return int.from_bytes(header[16:20], "big"), int.from_bytes(header[20:24], "big")
+
+
 @pytest.mark.parametrize("path", NOTEBOOK_PATHS, ids=[_id(p) for p in NOTEBOOK_PATHS])
 def test_stored_notebook_carries_its_pictures_and_no_widget_pointer(path):
     nb = nbformat.read(path, as_version=4)
@@ -333,6 +340,11 @@ def test_stored_notebook_carries_its_pictures_and_no_widget_pointer(path):
             text = json.dumps(output)
             if WIDGET_VIEW in output.get("data", {}) or "interactive(children=" in text:
                 problems.append(f"cell {index}: a widget output that shows a repr or an error until run")
+        # a widget's static copy shows its picture (what the browser test sees in JupyterLab, for every notebook)
+        static = [o for o in cell.get("outputs", []) if o.get("metadata", {}).get(MARK)]
+        sizes = [_png_size(o["data"]["image/png"]) for o in static if "image/png" in o.get("data", {})]
+        if static and not any(min(size) > 50 for size in sizes):
+            problems.append(f"cell {index}: a widget's static copy without its picture (sizes {sizes})")
     if language_of(path) != "en":  # a twin's static copies say what they are in its language
         from mha_lib.language import translations
 
