@@ -23,10 +23,11 @@ lab: $(STAMP) $(JUPYTER_CONFIG)
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) tests/core
 
-# one pytest-xdist worker per core; each test file (each notebook) runs whole on one worker (tests/conftest.py)
+# one pytest-xdist worker per core; each test file (each notebook) runs whole on one worker, the longest first
+# (tests/conftest.py); the 15 slowest tests are listed at the end, to see where the time goes as the series grows
 PYTEST_WORKERS ?= auto
 test: $(STAMP) $(WIDGETS7_STAMP) $(JUPYTER_CONFIG)
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --durations=15
 
 # Every notebook on the newest releases, in a throw-away venv (the wheel with its `notebooks` extra unpinned, and
 # d2l without its dependencies): prints the versions and a PASS/FAIL line per notebook; several GB, minutes.
