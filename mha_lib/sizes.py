@@ -158,6 +158,7 @@ DECODER_CONFIGS = {
                                    context_length=4096),
     "llama-3-8b": DecoderAttention(n_layers=32, num_heads=32, num_kv_heads=8, head_dim=128, d_model=4096,
                                    context_length=8192),
+    # Mistral-7B v0.1, the one with a window (v0.2 and v0.3 set sliding_window: null)
     "mistral-7b": DecoderAttention(n_layers=32, num_heads=32, num_kv_heads=8, head_dim=128, d_model=4096,
                                    context_length=32768, window=4096),
     # DeepSeek-V3's config.json: 128 heads of 128 + 64 (qk_nope + qk_rope) for queries and keys, 128 for values
