@@ -369,7 +369,7 @@ def test_widget_cells_show_a_picture_before_running(browser, jupyterlab, path):
     errors = []
     page = open_notebook(browser, jupyterlab, relative(path), errors)
     try:
-        for n, index in enumerate(widget_cells(path)):
+        for n, index in enumerate(widget_cells(jupyterlab[2] / relative(path))):  # the copy the server opens
             check_static_widget_cell(page, index, ARTIFACTS / f"browser_before_{_stem(path)}_{n}.png",
                                      static_sentence(path))
         check_whole_notebook(page)
@@ -454,7 +454,7 @@ def test_widget_cells_show_a_picture_after_run_save_reopen(browser, jupyterlab, 
     base, token, folder = jupyterlab
     ARTIFACTS.mkdir(exist_ok=True)
     errors = []
-    indices = widget_cells(path)
+    indices = widget_cells(jupyterlab[2] / relative(path))  # the copy the server opens
     page = open_notebook(browser, jupyterlab, relative(path), errors)
     try:
         start = time.perf_counter()
@@ -558,7 +558,7 @@ def test_twin_widget_redraws_after_a_change(browser, jupyterlab, path):
 
     ARTIFACTS.mkdir(exist_ok=True)
     errors = []
-    indices = widget_cells(path)
+    indices = widget_cells(jupyterlab[2] / relative(path))  # the copy the server opens
     page = open_notebook(browser, jupyterlab, relative(path), errors)
     try:
         title = page.locator(f"{CURRENT_PANEL} .jp-MarkdownOutput h1").first
