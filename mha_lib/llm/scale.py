@@ -10,8 +10,9 @@
     design_costs(design, ...) / design_figure / design_widget   MHA, GQA, MQA, MLA in one model's shape: cache
                                                   bytes per token, parameters per layer, attention FLOPs per token
     design_table()                                the published decoders of ``mha_lib.sizes.DECODER_CONFIGS``
-    mla_forms(config)                             MLA's absorbed and expanded forms per cached token and layer: why
-                                                  decoding runs absorbed and a prompt expanded
+    mla_forms(config, queries=, keys=)            MLA's absorbed and expanded forms per layer (per latent, per
+                                                  query, per pair, and in all): why decoding runs absorbed and a
+                                                  prompt expanded
     refusal_message(error)                        a refusal of mha_lib the chapter shows on purpose, in the
                                                   language of ``mha_lib.set_language`` (the exception stays English)
 
@@ -587,31 +588,42 @@ def design_widget(config=DESIGN_MODEL, *, design: str = "MLA", num_kv_heads: int
                                 continuous_update=False, style=style))
 
 
-def mla_forms(config=DESIGN_MODEL) -> dict:
-    """What MLA's two forms cost per cached token and layer in a published model's shape (default DeepSeek-V3's:
-    H = 128 heads, r = 512, dr = 64, dn = dv = 128), in FLOPs, 2 per multiply-add::
+def mla_forms(config=DESIGN_MODEL, *, queries: int = 1, keys: int = 4096) -> dict:
+    """What MLA's two forms cost in a published model's shape (default DeepSeek-V3's: H = 128 heads, r = 512,
+    dr = 64, dn = dv = 128), per layer, in FLOPs, 2 per multiply-add, every head::
 
-        {"re_expand": pushing one cached latent back through W_uk and W_uv, every head: 2·r·H·(dn + dv),
-         "absorbed": one query's attention to that token in the absorbed form: 2·H·(r + dr) for the scores,
-                     2·H·r for the weighted sum of latents,
-         "expanded": the same in the expanded form, once its keys and values exist: 2·H·(dn + dr) + 2·H·dv,
-         "queries_to_pay_off": re_expand / (absorbed − expanded), how many queries must read an expanded key
-                     before expanding it once costs less than attending to it absorbed}
+        {"re_expand": pushing one cached latent back through W_uk and W_uv: 2·r·H·(dn + dv),
+         "per_query": what the absorbed form pays once per query: W_uk[h]ᵀq before the scores and W_uv after the
+                      softmax, 2·H·r·(dn + dv), the same matrices as re_expand and the same count,
+         "absorbed": one (query, key) pair in the absorbed form: 2·H·(r + dr) for the score, 2·H·r for the
+                     weighted sum of latents,
+         "expanded": one pair in the expanded form, once the key and value exist: 2·H·(dn + dr) + 2·H·dv,
+         "queries", "keys", "pairs": ``queries`` new tokens after ``keys - queries`` cached ones, causal (query t
+                     at position keys − queries + t reads keys 0 … keys − queries + t),
+         "absorbed_total": queries·per_query + pairs·absorbed,
+         "expanded_total": keys·re_expand + pairs·expanded (every key expanded once, the cached ones again)}
 
-    Decoding runs absorbed: its one query per step would otherwise re-expand every cached latent at every step
-    (``re_expand`` is about 120 times ``absorbed`` in DeepSeek-V3), or cache expanded keys and values, an MHA-sized
-    cache. A prompt runs expanded: each key is expanded once and read by many queries. The per-query work of
-    absorbing the query and applying W_uv after the softmax does not grow with the context and is left out, as
-    in :func:`design_costs`. For a model without MLA, MLA gets DeepSeek-V2's proportions (``design_costs``).
+    A decoding step (``queries=1``) pays ``per_query`` once absorbed and ``re_expand`` for every cached key
+    expanded (about 120 times an absorbed pair in DeepSeek-V3): decoding runs absorbed, or would need an MHA-sized
+    cache of expanded keys and values. A prompt (``queries == keys``) pays the same for its queries absorbed as for
+    its keys expanded, and the expanded pairs are cheaper: a prompt is cheaper expanded at any length. The
+    projections that make q and the latent cost the same in both forms and are left out, as in
+    :func:`design_costs`. For a model without MLA, MLA gets DeepSeek-V2's proportions (``design_costs``).
     """
     config = decoder_config(config)
+    keys = check_positive_int("keys", keys)
+    queries = check_int("queries", queries, low=1, high=keys)
     H = config.num_heads
     Dh, r, dr = _per_head(config)  # dn = dv = Dh
     re_expand = 2 * r * H * (Dh + Dh)
+    per_query = 2 * H * r * (Dh + Dh)  # W_uk[h]ᵀ q (dn × r) and W_uv[h] (dv × r) applied to the latents' sum
     absorbed = 2 * H * (r + dr) + 2 * H * r
     expanded = 2 * H * (Dh + dr) + 2 * H * Dh
-    return {"re_expand": re_expand, "absorbed": absorbed, "expanded": expanded,
-            "queries_to_pay_off": re_expand / (absorbed - expanded)}
+    pairs = queries * (keys - queries) + queries * (queries + 1) // 2  # causal, bottom right
+    return {"re_expand": re_expand, "per_query": per_query, "absorbed": absorbed, "expanded": expanded,
+            "queries": queries, "keys": keys, "pairs": pairs,
+            "absorbed_total": queries * per_query + pairs * absorbed,
+            "expanded_total": keys * re_expand + pairs * expanded}
 
 
 def design_table(tokens: int | None = None) -> list[dict]:

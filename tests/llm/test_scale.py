@@ -367,8 +367,9 @@ def test_design_table_lists_the_published_decoders():
 
 
 def test_mla_forms_count_what_decoding_would_pay_to_re_expand():
-    """Chapter 14 (section 5): expanded, a decoding step re-expands every cached latent through W_uk and W_uv,
-    about 120 times the absorbed attention to it, per cached token and layer in DeepSeek-V3."""
+    """Chapter 14 (the optional count after section 5): expanded, a decoding step re-expands every cached latent
+    through W_uk and W_uv, about 120 times an absorbed (query, key) pair in DeepSeek-V3; absorbed, each query pays
+    W_ukᵀq and W_uv once, the same count as re-expanding one latent."""
     from torch.utils.flop_counter import FlopCounterMode
 
     forms = scale.mla_forms()
@@ -377,14 +378,32 @@ def test_mla_forms_count_what_decoding_would_pay_to_re_expand():
     with FlopCounterMode(display=False) as counter:
         kv_up(torch.empty(1, 1, r, device="meta"))  # one cached latent
     assert forms["re_expand"] == counter.get_total_flops() == 33_554_432
-    context = 4096  # the absorbed attention is design_costs' decoding count, per cached token and layer
+    W_uk, W_uv = torch.empty(H, dn, r, device="meta"), torch.empty(H, dn, r, device="meta")  # (H, dn, r), (H, dv, r)
+    with FlopCounterMode(display=False) as counter:
+        absorbed_q = torch.empty(1, H, 1, dn, device="meta") @ W_uk  # W_uk[h]ᵀ q: (1, H, 1, r)
+        torch.empty(1, H, 1, r, device="meta") @ W_uv.transpose(1, 2)  # the latents' weighted sum through W_uv
+    assert absorbed_q.shape == (1, H, 1, r)
+    assert forms["per_query"] == counter.get_total_flops() == forms["re_expand"]
+    context = 4096  # the absorbed pair is design_costs' decoding count, per cached token and layer
     assert forms["absorbed"] * 61 * context == scale.design_costs("MLA", context=context)["flops_per_token"]
     assert forms["absorbed"] == 2 * H * (r + dr) + 2 * H * r == 278_528
     assert forms["expanded"] == 2 * H * (dn + dr) + 2 * H * dn == 81_920
     assert round(forms["re_expand"] / forms["absorbed"]) == 120
-    assert forms["queries_to_pay_off"] == pytest.approx(33_554_432 / (278_528 - 81_920))
+    # the defaults: one decoding step over 4,096 keys
+    assert (forms["queries"], forms["keys"], forms["pairs"]) == (1, 4096, 4096)
+    assert forms["absorbed_total"] == forms["per_query"] + 4096 * forms["absorbed"]
+    assert forms["expanded_total"] == 4096 * (forms["re_expand"] + forms["expanded"])
+    assert forms["expanded_total"] > 100 * forms["absorbed_total"]
+    # a prompt: as many queries as keys, so the per-query and the per-key work are equal; expanded wins at any length
+    for T in (1, 2, 16, 171, 172, 4096):
+        prompt = scale.mla_forms(queries=T, keys=T)
+        assert prompt["pairs"] == T * (T + 1) // 2 == int(torch.ones(T, T).tril().sum())
+        assert prompt["absorbed_total"] - prompt["expanded_total"] == prompt["pairs"] * (278_528 - 81_920)
+        assert prompt["expanded_total"] <= prompt["absorbed_total"]
+    chunk = scale.mla_forms(queries=4, keys=12)  # a chunk of 4 after 8 cached tokens: 9 + 10 + 11 + 12 pairs
+    assert chunk["pairs"] == 42
     other = scale.mla_forms("llama-2-7b")  # DeepSeek-V2's proportions in another shape: r = 4·Dh, dr = Dh / 2
-    assert other["re_expand"] == 2 * 512 * 32 * 256
+    assert other["re_expand"] == other["per_query"] == 2 * 512 * 32 * 256
 
 
 def test_design_figure_highlights_the_chosen_design_and_the_widget_redraws():
@@ -433,6 +452,8 @@ def test_design_figure_highlights_the_chosen_design_and_the_widget_redraws():
     (lambda: scale.design_costs("MHA", config="gpt-5"), ValueError, "config must be one of"),
     (lambda: scale.design_costs("MHA", context=0), ValueError, "context must be a positive int"),
     (lambda: scale.mla_forms("gpt-5"), ValueError, "config must be one of"),
+    (lambda: scale.mla_forms(queries=5, keys=4), ValueError, "queries must be an int in [1, 4]"),
+    (lambda: scale.mla_forms(keys=0), ValueError, "keys must be a positive int"),
 ])
 def test_bad_input_names_the_argument(call, error, phrase):
     with pytest.raises(error) as caught:
