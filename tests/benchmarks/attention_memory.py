@@ -192,6 +192,22 @@ def devices_to_measure(choice: str) -> list[torch.device]:
     return [torch.device("cpu")]
 
 
+def measure_devices(args, measure, format_table, stem: str) -> list[dict]:
+    """The memory benchmarks' driver: ``measure(args, device)`` on each device of ``--device``, its table printed
+    and, with ``--out``, saved as ``<stem>_<device>.json``; returns the results in device order."""
+    results = []
+    for device in devices_to_measure(args.device):
+        print(f"measuring on {device.type} ...")
+        result = measure(args, device)
+        results.append(result)
+        print()
+        print(format_table(result))
+        print()
+        if args.out:
+            print(f"saved {save_result(result, args.out / f'{stem}_{device.type}.json')}")
+    return results
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     if args.point:  # the child process of one CPU point: print one JSON line
@@ -199,15 +215,7 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(measure_point(kernel, T, args.batch, args.width, args.heads, args.modes[0],
                                        torch.device("cpu"))))
         return
-    devices = devices_to_measure(args.device)
-    for device in devices:
-        print(f"measuring on {device.type} ...")
-        result = measure(args, device)
-        print()
-        print(format_table(result))
-        print()
-        if args.out:
-            print(f"saved {save_result(result, args.out / f'memory_{device.type}.json')}")
+    measure_devices(args, measure, format_table, "memory")
 
 
 if __name__ == "__main__":

@@ -47,8 +47,8 @@ import mha_lib
 
 HERE = Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parent))
-from attention_memory import MIB, devices_to_measure, peak_growth, weights_bytes  # noqa: E402  (chapter 9's)
-from attention_speed import cpu_pressure, result_header, save_result, wait_for_quiet  # noqa: E402
+from attention_memory import MIB, measure_devices, peak_growth, weights_bytes  # noqa: E402  (chapter 9's)
+from attention_speed import cpu_pressure, result_header, wait_for_quiet  # noqa: E402
 
 KERNELS = ("explicit", "sdpa", "flash")
 LAYERS = ("gqa", "mla", "mla_absorbed")
@@ -239,14 +239,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.point:  # the child process of one CPU point: print one JSON line
         print(json.dumps(measure_point(*args.point, args, torch.device("cpu"))))
         return
-    for device in devices_to_measure(args.device):
-        print(f"measuring on {device.type} ...")
-        result = measure(args, device)
-        print()
-        print(format_table(result))
-        print()
-        if args.out:
-            print(f"saved {save_result(result, args.out / f'layer_memory_{device.type}.json')}")
+    measure_devices(args, measure, format_table, "layer_memory")
 
 
 if __name__ == "__main__":

@@ -55,9 +55,9 @@ HERE = Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parent))
 # chapter 9's memory measurement and the series' result header, shared with the other benchmarks
 from attention_memory import (  # noqa: E402  (chapter 9's measurement, shared)
-    MIB, devices_to_measure, peak_growth, weights_bytes,
+    MIB, measure_devices, peak_growth, weights_bytes,
 )
-from attention_speed import cpu_pressure, make_timer, result_header, save_result, wait_for_quiet  # noqa: E402
+from attention_speed import cpu_pressure, make_timer, result_header, wait_for_quiet  # noqa: E402
 
 KERNELS = ("explicit", "flash", "sdpa", "sdpa_math")
 SEQ_LENS = (1024, 2048, 4096, 8192, 16384)
@@ -243,17 +243,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.point:  # the child process of one CPU point: print one JSON line
         print(json.dumps(measure_point(args.point[0], int(args.point[1]), args, torch.device("cpu"))))
         return
-    devices = devices_to_measure(args.device)
-    results = []
-    for device in devices:
-        print(f"measuring on {device.type} ...")
-        result = measure(args, device)
-        results.append(result)
-        print()
-        print(format_table(result))
-        print()
-        if args.out:
-            print(f"saved {save_result(result, args.out / f'memory_wall_{device.type}.json')}")
+    results = measure_devices(args, measure, format_table, "memory_wall")
     last = results[0]["ratios"][-1]
     print(f"flash_vs_sdpa_at_{last['T']}={last['flash_vs_sdpa']}")
 
