@@ -251,7 +251,8 @@ except ImportError:  # pytest without nbval: the hooks below find no notebook it
     IPyNbCell = IPyNbFile = type("NoNotebookItem", (), {})
 
 # Run in each notebook's kernel before its first cell: lists every file the kernel opens from then on (an audit
-# hook, as the standalone run's _mha_audit module does), one path per line, into the file named by the format field.
+# hook; the standalone run installs the same one as its _mha_audit module), one path per line, into the file
+# named by the format field.
 AUDIT_HOOK = '''
 def _mha_audit_hook(event, args, _log=open({log!r}, "a", encoding="utf-8", buffering=1), _seen=set(),
                     _os=__import__("os")):

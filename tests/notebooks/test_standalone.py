@@ -48,8 +48,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from conftest import (CELL_LIMIT_S, ENVIRONMENTS, cell_limit, checkout_files_read, offline_pip_env, real_path,
-                      shared_temp, shipped_wheel)
+from conftest import (AUDIT_HOOK, CELL_LIMIT_S, ENVIRONMENTS, cell_limit, checkout_files_read, offline_pip_env,
+                      real_path, shared_temp, shipped_wheel)
 from notebook_assets import image_targets
 from notebook_client import Client
 
@@ -120,25 +120,13 @@ SITE_PACKAGES = Path(next(p for p in sys.path if p.endswith("site-packages") and
 # what the standalone environment must not take from .venv: our own package and ipywidgets 8
 HIDDEN = re.compile(r"^(mha_lib|__editable__.*mha_lib.*|ipywidgets|ipywidgets-.*\.dist-info|.*\.pth)$")
 
-AUDIT_MODULE = r'''
-"""Lists every file this interpreter opens (MHA_AUDIT_LOG); imported at start-up by _mha_audit.pth."""
-import os, sys
-_log_path = os.environ.get("MHA_AUDIT_LOG")
-if _log_path:
-    _log = open(_log_path, "a", encoding="utf-8", buffering=1)
-    _seen = set()
-
-    def _hook(event, args):
-        if event == "open" and isinstance(args[0], (str, bytes)):
-            path = os.fsdecode(args[0])
-            if not os.path.isabs(path):
-                path = os.path.join(os.getcwd(), path)
-            if path not in _seen:
-                _seen.add(path)
-                _log.write(path + "\n")
-
-    sys.addaudithook(_hook)
-'''
+# conftest's audit hook (the one strict nbval runs in each kernel), installed at start-up when MHA_AUDIT_LOG is set
+AUDIT_MODULE = (
+    '"""Lists every file this interpreter opens (MHA_AUDIT_LOG); imported at start-up by _mha_audit.pth."""\n'
+    "import os\n"
+    "if os.environ.get('MHA_AUDIT_LOG'):\n"
+    f"    exec({AUDIT_HOOK!r}.format(log=os.environ['MHA_AUDIT_LOG']))\n"
+)
 
 CHECK_CELL = (
     "import json as _json, sys as _sys, mha_lib as _mha_lib\n"
