@@ -336,13 +336,30 @@ def save_and_wait(page, saved: Path) -> dict:
 
 
 def wait_until_run(page, widget_indices: list[int]) -> None:
-    """Every cell has run (no [*] left, the kernel idle) and each widget cell shows its live widget."""
-    from playwright.sync_api import expect
+    """Every cell has run (no [*] left, the kernel idle) and each widget cell shows its live widget.
+
+    A run can be lost: once, on two cores carrying four busy processes, Run All was accepted and every prompt went
+    back to [ ] with the kernel idle and nothing run. Then Run All is chosen once more, as a teacher would."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout, expect
 
     panel = page.locator(CURRENT_PANEL)
+    deadline = time.monotonic() + NOTEBOOK_RUN_S
+    ran_again = False
     for index in widget_indices:
-        expect(panel.locator(".jp-Cell").nth(index).locator(".jupyter-widgets").first).to_be_attached(
-            timeout=NOTEBOOK_RUN_S * 1000)
+        cell = panel.locator(".jp-Cell").nth(index)
+        while True:
+            try:
+                cell.locator(".jupyter-widgets").first.wait_for(state="attached", timeout=5_000)
+                break
+            except PlaywrightTimeout:
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"cell {index}: no live widget {NOTEBOOK_RUN_S} s after Run All") from None
+                never_ran = re.fullmatch(r"\[\s*\]:?", cell.locator(".jp-InputPrompt").inner_text().strip())
+                queued = panel.locator(".jp-InputPrompt", has_text="[*]").count()
+                idle = page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").count()
+                if never_ran and not queued and idle and not ran_again:
+                    ran_again = True
+                    run_all_cells(page)
     expect(panel.locator(".jp-InputPrompt", has_text="[*]")).to_have_count(0, timeout=NOTEBOOK_RUN_S * 1000)
     expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_have_count(1, timeout=60_000)
 
