@@ -109,15 +109,21 @@ def measure_point(kernel: str, T: int, B: int, D: int, H: int, mode: str, device
     return {"kernel": kernel, "T": T, "mode": mode, "peak_bytes": peak_bytes, "method": method}
 
 
+def json_from_child(command: list[str], what: str) -> dict:
+    """Run one measurement point in a fresh Python process (the CPU's way to measure a peak); its last line of
+    output is the point's JSON. ``what`` names the point if it fails."""
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"point {what} failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def run_point_in_subprocess(kernel: str, T: int, args) -> dict:
     command = [
         sys.executable, str(HERE), "--point", kernel, str(T), "-B", str(args.batch), "-D", str(args.width),
         "-H", str(args.heads), "--modes", args.current_mode, "--device", "cpu",
     ]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"point {kernel} T={T} failed:\n{done.stderr}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return json_from_child(command, f"{kernel} T={T}")
 
 
 def measure(args, device: torch.device) -> dict:

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -47,7 +46,9 @@ import mha_lib
 
 HERE = Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parent))
-from attention_memory import MIB, measure_devices, peak_growth, weights_bytes  # noqa: E402  (chapter 9's)
+from attention_memory import (  # noqa: E402  (chapter 9's)
+    MIB, json_from_child, measure_devices, peak_growth, weights_bytes,
+)
 from attention_speed import cpu_pressure, result_header, wait_for_quiet  # noqa: E402
 
 KERNELS = ("explicit", "sdpa", "flash")
@@ -134,10 +135,7 @@ def run_point_in_subprocess(layer: str, case: str, kernel: str, args) -> dict:
         sys.executable, str(HERE), "--point", layer, case, kernel, "-T", str(args.seq_len), "--prefill",
         str(args.prefill), "--window", str(args.window), "--device", "cpu",
     ]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"point {layer} {case} {kernel} failed:\n{done.stderr}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return json_from_child(command, f"{layer} {case} {kernel}")
 
 
 def measure(args, device: torch.device) -> dict:

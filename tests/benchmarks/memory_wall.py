@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
@@ -55,7 +54,7 @@ HERE = Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parent))
 # chapter 9's memory measurement and the series' result header, shared with the other benchmarks
 from attention_memory import (  # noqa: E402  (chapter 9's measurement, shared)
-    MIB, measure_devices, peak_growth, weights_bytes,
+    MIB, json_from_child, measure_devices, peak_growth, weights_bytes,
 )
 from attention_speed import cpu_pressure, make_timer, result_header, wait_for_quiet  # noqa: E402
 
@@ -118,10 +117,7 @@ def run_point_in_subprocess(kernel: str, T: int, args) -> dict:
         str(args.head_dim), "--block-size", str(args.block_size), "--repeats", str(args.repeats), "--budget-s",
         str(args.budget_s), "--device", "cpu",
     ]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"point {kernel} T={T} failed:\n{done.stderr}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return json_from_child(command, f"{kernel} T={T}")
 
 
 def sdpa_backend(args, device: torch.device) -> str:
