@@ -8,7 +8,7 @@ from matplotlib.text import Text
 
 MIN_PX = 10.0
 SCREEN_HEIGHT_PX = 900
-SCREEN_WIDTH_PX = 1200
+SCREEN_WIDTH_PX = 1000  # the notebook panel beside JupyterLab's file browser, 1,440 × 900
 
 
 def _texts(fig) -> list[Text]:

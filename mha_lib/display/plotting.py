@@ -17,7 +17,7 @@ The colour rules of the whole series live here (the explorers in ``widgets.py`` 
   range, drawn in the end colour, and a note under the figure says so;
 * sizes for a projector, at the 100 dpi a notebook shows the figure at: labels ≥ 10 px (8 pt = 11 px),
   titles 12.5 px, and no figure taller than ``MAX_HEIGHT_IN`` (900 px) or wider than ``MAX_WIDTH_IN``
-  (1200 px): panels shrink, or more of them go in a row, and long token lists are labelled every k-th token.
+  (1000 px): panels shrink, or more of them go in a row, and long token lists are labelled every k-th token.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ TITLE_PT = 9.0  # panel titles, axis names, colour-bar label, notes: 12.5 px
 SUPTITLE_PT = 11.0
 MIN_LABEL_PX = 10.0
 MAX_HEIGHT_IN = 9.0  # 900 px: fits a 1080-line screen or projector below the notebook's toolbar
-MAX_WIDTH_IN = 12.0  # 1200 px: a notebook's output area on a 1366-px screen shows it without scaling it down
+MAX_WIDTH_IN = 10.0  # 1000 px: the notebook panel beside JupyterLab's file browser at 1,440 px shows it unscaled
 MAX_COLUMNS = 8
 PAD_IN = 0.08  # margin around the figure's content
 # A row is left out of an automatic range when the rest of the data spans less than this share of it: a row of
