@@ -23,7 +23,7 @@ from matplotlib.patches import FancyArrowPatch, Rectangle
 import mha_lib
 from mha_lib.display.plotting import COLORMAPS
 
-DPI = 100
+DPI = 86  # 11.6 in × 86 = 998 px: the notebook panel beside JupyterLab's file browser; 8.8 pt = 10.5 px
 TOKENS = mha_lib.JOURNEY_TOKENS
 READ_ROW = 1  # "journey"
 # colour = which matrix (a light tint, so the digits stay readable); the scores and the weights use the maps the
@@ -74,14 +74,14 @@ def _matrix(ax, x0: float, y0: float, values: torch.Tensor, name: str, title: st
             face = cmap(level)
             dark = 0.299 * face[0] + 0.587 * face[1] + 0.114 * face[2] < 0.5  # white digits on dark cells
             ax.add_patch(Rectangle((x0 + c, y0 + r), 1, 1, facecolor=face, edgecolor="white", lw=1.2))
-            ax.text(x0 + c + 0.5, y0 + r + 0.5, f"{value:.2f}", ha="center", va="center", fontsize=8,
+            ax.text(x0 + c + 0.5, y0 + r + 0.5, f"{value:.2f}", ha="center", va="center", fontsize=8.8,
                     color="white" if dark else "black")
     if row_labels:
         for r, label in enumerate(row_labels):
             ax.text(x0 - 0.15, y0 + r + 0.5, label, ha="right", va="center", fontsize=9)
     if col_labels:
         for c, label in enumerate(col_labels):
-            ax.text(x0 + c + 0.5, y0 - 0.15, label, ha="left", va="bottom", fontsize=8.5, rotation=50)
+            ax.text(x0 + c + 0.5, y0 - 0.15, label, ha="left", va="bottom", fontsize=8.8, rotation=50)
     top = y0 - (1.45 if col_labels else 0.25)
     ax.text(x0 + cols / 2, top, title, ha="center", va="bottom", fontsize=10.5)
     if outline_row is not None:

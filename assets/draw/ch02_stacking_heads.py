@@ -22,7 +22,7 @@ import mha_lib
 from mha_lib.display.plotting import MASKED_RGB
 
 MASKED = "#{:02x}{:02x}{:02x}".format(*MASKED_RGB)  # masked cells: the series' grey
-DPI = 100
+DPI = 84  # 11.8 in × 84 = 991 px: the notebook panel beside JupyterLab's file browser; 9 pt = 10.5 px
 HEAD_COLOURS = ("#8fb8de", "#f4b183", "#a9d18e")  # head 0, 1, 2 (the palette of the other chapters' diagrams)
 H, DH, D = 3, 2, 16
 TOKENS = mha_lib.JOURNEY_TOKENS
@@ -57,7 +57,7 @@ def _grid(ax, x0: float, y0: float, rows: int, cols: int, colour, *, cell: float
                                    lw=1.0))
             if text is not None:
                 ax.text(x0 + (c + 0.5) * cell, y0 + (r + 0.5) * cell, text(r, c), ha="center", va="center",
-                        fontsize=7)
+                        fontsize=9)
 
 
 def _arrow(ax, start, end, *, rad: float = 0.0, colour: str = "#333333") -> None:
@@ -91,16 +91,16 @@ def draw_wrapper(language: str = "en") -> None:
             y = top + 1.3 + i * 1.45
             ax.add_patch(Rectangle((5.9, y), 1.6, 1.1, facecolor=HEAD_COLOURS[h], edgecolor="#555555", lw=0.8))
             ax.text(6.7, y + 0.55, rf"$W_{name}^{{({h})}}$", ha="center", va="center", fontsize=9.5)
-        ax.text(8.0, top + 3.5, tx.each, ha="left", va="center", fontsize=8.5)
+        ax.text(8.0, top + 3.5, tx.each, ha="left", va="center", fontsize=9)
         # the head's causal weights: masked cells (exactly 0) light grey
         w = weights[h]
         _grid(ax, 10.6, top + 0.8, T, T, lambda r, c, w=w: viridis(float(w[r, c]) / float(weights.max()))
               if c <= r else MASKED, cell=cell)
-        ax.text(10.6 + T * cell / 2, top + 0.7, tx.weights, ha="center", va="bottom", fontsize=8.5)
+        ax.text(10.6 + T * cell / 2, top + 0.7, tx.weights, ha="center", va="bottom", fontsize=9)
         _arrow(ax, (15.2, top + 3.0), (out_left - 0.2, top + 3.0))
         ax.text(16.4, top + 2.85, "· V", ha="center", va="bottom", fontsize=9)
         _grid(ax, out_left, top + 0.8, T, DH, HEAD_COLOURS[h], cell=cell)
-        ax.text(out_left + DH * cell / 2, top + 0.7, "(T, Dh)", ha="center", va="bottom", fontsize=8.5)
+        ax.text(out_left + DH * cell / 2, top + 0.7, "(T, Dh)", ha="center", va="bottom", fontsize=9)
         _arrow(ax, (3.3, x_top + 3.0), (5.3, top + box_h / 2), rad=0.0)  # X feeds every head
         # every head's output goes into one concatenation
         _arrow(ax, (out_left + DH * cell + 0.2, top + 3.0), (cat_x - 0.75, x_top + 3.0 + (h - 1) * 0.45),
@@ -113,7 +113,7 @@ def draw_wrapper(language: str = "en") -> None:
     _arrow(ax, (cat_x + 0.75, x_top + 3.0), (22.9, x_top + 3.0))
     _grid(ax, 23.0, x_top, T, H * DH, lambda r, c: HEAD_COLOURS[c // DH])
     for h in range(H):
-        ax.text(23.0 + h * DH + DH / 2, x_top + T + 0.35, tx.head.format(h=h), ha="center", va="top", fontsize=8.5)
+        ax.text(23.0 + h * DH + DH / 2, x_top + T + 0.35, tx.head.format(h=h), ha="center", va="top", fontsize=9)
     ax.text(26.0, x_top + T + 1.3, "torch.cat(outputs, dim=-1)\n(T, H·Dh) = (6, 6)", ha="center", va="top",
             fontsize=10, linespacing=1.4)
     ax.text(12.6, 20.3, tx.cost, ha="center", va="center", fontsize=9.5)
