@@ -24,6 +24,7 @@ PYTHONHASHSEED and runs the kernel on the CPU, so a refresh on a GPU machine wri
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import sys
@@ -37,6 +38,13 @@ DIAGRAM_SCRIPTS = ROOT / "assets" / "draw"  # one script per chapter: assets/chN
 
 BADGE_TAG = "colab-badge"
 SETUP_TAG = "colab-setup"
+# The badge's picture travels in the cell as an attachment (assets/draw/colab_badge.py draws it): Colab's own badge
+# is a remote image, a broken image with its alt text in a JupyterLab without a network
+BADGE_ATTACHMENT = "colab_badge.png"
+# The kernel `make install` registers (Makefile: ipykernel install --name python3 --display-name ...). JupyterLab
+# writes the running kernel's display name into a notebook on open: a stored "Python 3" made every untouched
+# notebook open as modified. Colab and Binder read only the name, python3.
+KERNELSPEC = {"display_name": "Python 3 (mha_lib)", "language": "python", "name": "python3"}
 # per language: the badge's alt text and the folder of its notebooks under notebooks/ (tests/slides.py: language_of)
 BADGES = {"en": ("Open In Colab", ""), "zh-CN": ("在 Colab 中打开", "zh-CN/")}
 
@@ -57,7 +65,14 @@ def badge_markdown(notebook_name: str, url: str | None = None, language: str = "
     alt, folder = BADGES[language]
     github_path = url.removeprefix("https://github.com/")
     colab = f"https://colab.research.google.com/github/{github_path}/blob/main/notebooks/{folder}{notebook_name}"
-    return f"[![{alt}](https://colab.research.google.com/assets/colab-badge.svg)]({colab})"
+    return f"[![{alt}](attachment:{BADGE_ATTACHMENT})]({colab})"
+
+
+def badge_attachment(language: str = "en") -> dict:
+    """The badge cell's attachments: the picture drawn by assets/draw/colab_badge.py in ``language``."""
+    folder = BADGES[language][1]
+    picture = ROOT / "assets" / folder / BADGE_ATTACHMENT
+    return {BADGE_ATTACHMENT: {"image/png": base64.b64encode(picture.read_bytes()).decode("ascii")}}
 
 
 def nodeps_requirements() -> list[str]:
@@ -135,6 +150,7 @@ def stamp(nb, notebook_name: str, language: str = "en") -> None:
         if len(cells) != 1:
             raise SystemExit(f"{notebook_name}: expected exactly one cell tagged {tag!r}, found {len(cells)}")
         cells[0].source = text
+    tagged_cells(nb, BADGE_TAG)[0].attachments = badge_attachment(language)
 
 
 def make_portable(nb, notebook_dir: Path, language: str = "en") -> None:
@@ -190,7 +206,7 @@ def refresh(path: Path) -> float:
 
     for warning in stamp_slides(nb):
         print(f"{path.name}: slides: {warning}")
-    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    nb.metadata["kernelspec"] = dict(KERNELSPEC)
     nbformat.write(nb, path)
     return seconds
 

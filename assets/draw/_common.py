@@ -97,8 +97,8 @@ def run(main) -> None:
 
 
 def scripts() -> list[Path]:
-    """The diagram scripts, one per chapter."""
-    return sorted(DRAW.glob("ch*.py"))
+    """The drawing scripts: one per chapter (``chNN_*.py``) and the Colab badge (``colab_badge.py``)."""
+    return sorted(p for p in DRAW.glob("*.py") if not p.name.startswith("_"))
 
 
 def draw_all(language: str) -> list[Path]:

@@ -34,6 +34,7 @@ from mha_lib.display.widgets import attention_stages, explorer_figure, render_pn
 from figure_checks import MIN_PX, SCREEN_HEIGHT_PX, SCREEN_WIDTH_PX, _check_readable, _check_size
 
 ROOT = Path(__file__).resolve().parents[2]
+README_FIGURE = ROOT / "assets" / "readme_heatmap.png"  # drawn by tests/refresh_notebooks.py for the README
 CJK_16 = ["LLM", "with", "me", ".", "郭", "同", "学", "热", "爱", "AI", "喜", "欢", "游", "戏", "attention", "注意力"]
 SEED_002 = "LLM with me.郭同学热爱AI喜欢游戏"
 
@@ -198,17 +199,19 @@ def _stored_pngs():
     """Every PNG stored in the notebooks (outputs and attachments) and in assets/, as (where, bytes)."""
     import nbformat
 
-    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")) + sorted((ROOT / "notebooks" / "zh-CN").glob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
+        where = path.relative_to(ROOT / "notebooks").as_posix()
         for i, cell in enumerate(nb.cells):
             for name, attachment in (cell.get("attachments") or {}).items():
                 if "image/png" in attachment:
-                    yield f"{path.name} cell {i} attachment {name}", base64.b64decode(attachment["image/png"])
+                    yield f"{where} cell {i} attachment {name}", base64.b64decode(attachment["image/png"])
             for output in cell.get("outputs", []):
                 if "image/png" in output.get("data", {}):
-                    yield f"{path.name} cell {i} output", base64.b64decode(output["data"]["image/png"])
-    for path in sorted((ROOT / "assets").glob("*.png")):
-        yield f"assets/{path.name}", path.read_bytes()
+                    yield f"{where} cell {i} output", base64.b64decode(output["data"]["image/png"])
+    for path in sorted((ROOT / "assets").glob("*.png")) + sorted((ROOT / "assets" / "zh-CN").glob("*.png")):
+        if path != README_FIGURE:  # on GitHub's page, not in a notebook panel
+            yield path.relative_to(ROOT).as_posix(), path.read_bytes()
 
 
 def test_no_stored_picture_is_taller_than_a_screen():
@@ -218,4 +221,14 @@ def test_no_stored_picture_is_taller_than_a_screen():
     assert len(sizes) > 20  # the notebooks do hold their figures
     tall = {where: size for where, size in sizes.items() if size[1] > SCREEN_HEIGHT_PX}
     assert not tall, f"taller than {SCREEN_HEIGHT_PX} px: {tall}"
+
+
+def test_no_stored_picture_is_wider_than_the_notebook_panel():
+    """JupyterLab at 1,440 × 900 with its file browser open gives a notebook about 1,000 px: a wider picture is
+    scaled down, and its 10-px labels with it (tests/notebooks/test_browser.py measures the panel)."""
+    from PIL import Image
+
+    sizes = {where: Image.open(io.BytesIO(data)).size for where, data in _stored_pngs()}
+    wide = {where: size for where, size in sizes.items() if size[0] > SCREEN_WIDTH_PX}
+    assert not wide, f"wider than {SCREEN_WIDTH_PX} px: {wide}"
 

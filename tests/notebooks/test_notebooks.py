@@ -19,7 +19,8 @@ import nbformat
 import pytest
 
 from conftest import CELL_LIMIT_S, cell_limit, own_limit
-from refresh_notebooks import BADGE_TAG, SETUP_TAG, badge_markdown, colab_packages, repository_url, setup_code
+from refresh_notebooks import BADGE_ATTACHMENT, BADGE_TAG, KERNELSPEC, SETUP_TAG, badge_attachment, badge_markdown, \
+    colab_packages, repository_url, setup_code
 from slides import language_of, twin_paths
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,9 +78,18 @@ def test_no_errors_or_stderr_are_stored(notebook):
             assert output.get("name") != "stderr", f"{path.name}: stderr stored (warnings?) in\n{cell.source}"
 
 
-def test_kernelspec_is_the_plain_python3_kernel(notebook):
+def test_kernelspec_is_the_one_make_lab_installs(notebook):
+    """The name python3 (what Colab and Binder look up) with the display name `make install` registers: JupyterLab
+    writes the running kernel's display name into the notebook on open, so any other would make an untouched
+    notebook open as modified."""
     path, nb = notebook
-    assert nb.metadata.get("kernelspec", {}).get("name") == "python3", path.name
+    assert nb.metadata.get("kernelspec") == KERNELSPEC, f"{_id(path)}: run `make notebooks`"
+
+
+def test_make_install_registers_the_stored_kernelspec():
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    registered = re.search(r"ipykernel install --sys-prefix --name (\S+) --display-name \"([^\"]+)\"", makefile)
+    assert registered and registered.groups() == (KERNELSPEC["name"], KERNELSPEC["display_name"])
 
 
 def test_no_cell_ends_with_a_semicolon(notebook):
@@ -110,6 +120,8 @@ def test_badge_and_setup_cell_come_from_pyproject(notebook):
     setup = [c for c in nb.cells if SETUP_TAG in _tags(c)]
     assert len(badge) == 1 and badge[0].source == badge_markdown(path.name, language=language_of(path)), \
         f"{_id(path)}: run `make notebooks`"
+    # the badge's picture travels with the notebook: a remote image is broken without a network
+    assert badge[0].get("attachments") == badge_attachment(language_of(path)), f"{_id(path)}: run `make notebooks`"
     assert len(setup) == 1 and setup[0].source == setup_code(packages=colab_packages(nb), language=language_of(path)), \
         f"{path.name}: run `make notebooks`"
     assert nb.cells.index(setup[0]) == min(nb.cells.index(c) for c in _code_cells(nb)), "setup must come first"
@@ -121,8 +133,10 @@ def test_badge_points_at_the_repository():
     owner_and_name = url[len("https://github.com/"):]
     assert badge_markdown("x.ipynb", url).endswith(f"/github/{owner_and_name}/blob/main/notebooks/x.ipynb)")
     assert f"git+{url}" in setup_code(url)
+    assert badge_markdown("x.ipynb", url).startswith(f"[![Open In Colab](attachment:{BADGE_ATTACHMENT})](")
     chinese = badge_markdown("x.ipynb", url, "zh-CN")
-    assert chinese.startswith("[![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](")
+    assert chinese.startswith(f"[![在 Colab 中打开](attachment:{BADGE_ATTACHMENT})](")
+    assert badge_attachment("zh-CN") != badge_attachment("en")  # the picture says 在 Colab 中打开
     assert chinese.endswith(f"/github/{owner_and_name}/blob/main/notebooks/zh-CN/x.ipynb)")
 
 
