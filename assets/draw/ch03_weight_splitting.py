@@ -20,7 +20,8 @@ from matplotlib.patches import FancyArrowPatch, Rectangle
 
 HEAD_COLOURS = ("#8fb8de", "#f4b183", "#a9d18e", "#d5a6e6")  # head 0, 1, 2, 3
 TOKENS = ("Your", "journey", "starts", "with")
-DPI = 120
+DPI = 80  # the reshape: 12.4 in × 80 = 992 px, the notebook panel beside JupyterLab's file browser
+SMALL = 9.5  # pt, the reshape's smallest text: 10.6 px at 80 dpi
 TEXTS = {  # every word drawn: (English, Chinese)
     "head": ("head {h}", "头 {h}"),
     # the reshape
@@ -30,8 +31,8 @@ TEXTS = {  # every word drawn: (English, Chinese)
     "wrong": ("wrong:  view straight to (H, T, Dh)", "错误：直接 view 成 (H, T, Dh)"),
     "no_transpose": ("view(H, T, Dh)   # no transpose", "view(H, T, Dh)   # 没有转置"),
     "pos": ("pos {t}", "位置 {t}"),
-    "not_a_token": ("'pos 1' of head 0 is not a token: it is features 2, 3 of \"Your\"",
-                    "头 0 的“位置 1”不是一个词元：它是“Your”的特征 2、3"),
+    "not_a_token": ("'pos 1' of head 0 is not a token:\nit is features 2, 3 of \"Your\"",
+                    "头 0 的“位置 1”不是一个词元：\n它是“Your”的特征 2、3"),
     # stacking weights
     "wrapper": ("wrapper:\none W_query per head", "包装器：\n每个头一个 W_query"),
     "head_shape": ("head {h}: ({Dh}, {d_in})", "头 {h}：({Dh}, {d_in})"),
@@ -61,14 +62,14 @@ TEXTS = {  # every word drawn: (English, Chinese)
 }
 
 
-def _cell(ax, x: float, y: float, text: str, colour: str, *, w: float = 1.0, h: float = 1.0, size: float = 8):
+def _cell(ax, x: float, y: float, text: str, colour: str, *, w: float = 1.0, h: float = 1.0, size: float = SMALL):
     ax.add_patch(Rectangle((x, y), w, h, facecolor=colour, edgecolor="white", linewidth=1.2))
     ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=size)
 
 
 def _arrow(ax, x0: float, x1: float, y: float, label: str, colour: str = "black", family="monospace"):
     ax.add_patch(FancyArrowPatch((x0, y), (x1, y), arrowstyle="-|>", mutation_scale=14, color=colour, lw=1.4))
-    ax.text((x0 + x1) / 2, y - 0.35, label, ha="center", va="bottom", fontsize=8.5, color=colour,
+    ax.text((x0 + x1) / 2, y - 0.35, label, ha="center", va="bottom", fontsize=SMALL, color=colour,
             family=family)
 
 
@@ -81,52 +82,53 @@ def draw_split_heads(language: str = "en") -> None:
     D = H * Dh
     initial = [token[0] for token in TOKENS]
     label = [[f"{initial[t]}{f}" for f in range(D)] for t in range(T)]  # token initial + feature index
-    fig, ax = _canvas(13.0, 6.2, (-2.2, 30.5), (-1.6, 12.8))
+    xlim, ylim = (-1.9, 28.6), (-2.0, 13.6)
+    fig, ax = _canvas(12.4, 12.4 * (ylim[1] - ylim[0]) / (xlim[1] - xlim[0]), xlim, ylim)
+    middle, right_x = 9.2, 20.8  # left edges of the (T, H, Dh) view and of the heads
 
     def matrix(x0: float, y0: float, title: str):
-        ax.text(x0 + D / 2, y0 - 0.5, title, ha="center", fontsize=9.5)
+        ax.text(x0 + D / 2, y0 - 0.5, title, ha="center", fontsize=10)
         for t in range(T):
-            ax.text(x0 - 0.2, y0 + t + 0.5, TOKENS[t], ha="right", va="center", fontsize=8.5)
+            ax.text(x0 - 0.2, y0 + t + 0.5, TOKENS[t], ha="right", va="center", fontsize=SMALL)
             for f in range(D):
                 _cell(ax, x0 + f, y0 + t, label[t][f], HEAD_COLOURS[f // Dh])
 
-    def heads(x0: float, y0: float, rows, gap: float = 0.9, row_labels=TOKENS):
+    def heads(x0: float, y0: float, rows, gap: float = 0.7, row_labels=TOKENS):
         """H blocks of (T, Dh) side by side; ``rows[h][t]`` lists the flat feature positions (t', f) shown."""
         for h in range(H):
             left = x0 + h * (Dh + gap)
-            ax.text(left + Dh / 2, y0 - 0.5, tx.head.format(h=h), ha="center", fontsize=9)
+            ax.text(left + Dh / 2, y0 - 0.5, tx.head.format(h=h), ha="center", fontsize=10)
             for t in range(T):
                 if h == 0 and row_labels:
-                    ax.text(left - 0.2, y0 + t + 0.5, row_labels[t], ha="right", va="center", fontsize=8.5)
+                    ax.text(left - 0.2, y0 + t + 0.5, row_labels[t], ha="right", va="center", fontsize=SMALL)
                 for d, (src_t, src_f) in enumerate(rows[h][t]):
                     _cell(ax, left + d, y0 + t, label[src_t][src_f], HEAD_COLOURS[src_f // Dh])
 
     # top row: the right way
-    ax.text(-2.1, -1.2, tx.right, fontsize=10.5,
-            fontweight="bold", color="#1a7f37")
+    ax.text(-1.6, -1.2, tx.right, fontsize=11, fontweight="bold", color="#1a7f37")
     matrix(0, 0.6, "x: (T, D) = (4, 6)")
-    _arrow(ax, 6.4, 9.6, 2.6, "view(T, H, Dh)")
-    ax.text(13.0, 0.1, "(T, H, Dh) = (4, 3, 2)", ha="center", fontsize=9.5)
+    _arrow(ax, 6.3, 8.9, 2.6, "view(T, H, Dh)")
+    ax.text(middle + 3.3, 0.1, "(T, H, Dh) = (4, 3, 2)", ha="center", fontsize=10)
     for t in range(T):  # the same memory, read as H groups of Dh per token
         for h in range(H):
             for d in range(Dh):
                 f = h * Dh + d
-                _cell(ax, 10 + h * (Dh + 0.3) + d, 0.6 + t, label[t][f], HEAD_COLOURS[h])
-    _arrow(ax, 16.8, 19.8, 2.6, "transpose(1, 2)")
+                _cell(ax, middle + h * (Dh + 0.3) + d, 0.6 + t, label[t][f], HEAD_COLOURS[h])
+    _arrow(ax, 16.1, 19.0, 2.6, "transpose(1, 2)")
     right = [[[(t, h * Dh + d) for d in range(Dh)] for t in range(T)] for h in range(H)]
-    heads(21.6, 0.6, right)
-    ax.text(25.4, 5.25, tx.each_head, ha="center", fontsize=8.5, style="italic")
+    heads(right_x, 0.6, right)
+    ax.text(right_x + 3.7, 5.3, tx.each_head, ha="center", fontsize=SMALL, style="italic")
 
     # bottom row: the wrong way
     top = 7.5
-    ax.text(-2.1, top - 1.2, tx.wrong, fontsize=10.5, fontweight="bold",
-            color="#c0392b")
+    ax.text(-1.6, top - 1.2, tx.wrong, fontsize=11, fontweight="bold", color="#c0392b")
     matrix(0, top + 0.6, "x: (T, D) = (4, 6)")
-    _arrow(ax, 6.4, 19.8, top + 2.6, tx.no_transpose, colour="#c0392b", family=monospace(language))
+    _arrow(ax, 6.3, 19.0, top + 2.6, tx.no_transpose, colour="#c0392b", family=monospace(language))
     flat = [(t, f) for t in range(T) for f in range(D)]  # memory order: token by token
     wrong = [[flat[(h * T + t) * Dh:(h * T + t + 1) * Dh] for t in range(T)] for h in range(H)]
-    heads(21.6, top + 0.6, wrong, row_labels=[tx.pos.format(t=t) for t in range(T)])
-    ax.text(25.4, top + 5.25, tx.not_a_token, ha="center", fontsize=8.5, style="italic", color="#c0392b")
+    heads(right_x, top + 0.6, wrong, row_labels=[tx.pos.format(t=t) for t in range(T)])
+    ax.text(right_x + 3.7, top + 5.3, tx.not_a_token, ha="center", va="top", fontsize=SMALL, style="italic",
+            color="#c0392b", linespacing=1.3)
     save(fig, "ch03_split_heads.png", language, DPI)
 
 
@@ -137,41 +139,44 @@ def draw_weight_rows(language: str = "en") -> None:
     tx = texts(TEXTS, language)
     d_in, H, Dh = 3, 2, 2
     D = H * Dh
-    fig, ax = _canvas(11.5, 7.4, (-1.4, 28.2), (-2.0, 15.2))
+    xlim, ylim = (-1.2, 23.6), (-2.9, 16.0)
+    fig, ax = _canvas(11.5, 11.5 * (ylim[1] - ylim[0]) / (xlim[1] - xlim[0]), xlim, ylim)
+    dpi, small = 86, 8.8  # 11.5 in × 86 = 989 px (the notebook panel); 8.8 pt = 10.5 px
     names = {"q": "W_query", "k": "W_key", "v": "W_value"}
 
     def rows_block(x0: float, y0: float, letter: str, head: int, first_row: int):
         for r in range(Dh):
             for c in range(d_in):
-                _cell(ax, x0 + c, y0 + r, f"{letter}{first_row + r},{c}", HEAD_COLOURS[head], size=7.5)
+                _cell(ax, x0 + c, y0 + r, f"{letter}{first_row + r},{c}", HEAD_COLOURS[head], size=small)
 
     # wrapper: one small W_query per head
-    ax.text(1.5, -1.3, tx.wrapper, ha="center", fontsize=9.5, fontweight="bold")
+    ax.text(1.5, -1.3, tx.wrapper, ha="center", fontsize=10, fontweight="bold")
     for h in range(H):
         y0 = 1.0 + h * (Dh + 1.6)
-        ax.text(1.5, y0 - 0.3, tx.head_shape.format(h=h, Dh=Dh, d_in=d_in), ha="center", fontsize=8)
+        ax.text(1.5, y0 - 0.3, tx.head_shape.format(h=h, Dh=Dh, d_in=d_in), ha="center", fontsize=small)
         rows_block(0, y0, "q", h, first_row=h * Dh)
     _arrow(ax, 3.6, 7.4, 3.3, "torch.cat(dim=0)")
 
     # split layer: one W_query, head h owns rows h·Dh ... (h+1)·Dh - 1
-    ax.text(9.5, -1.3, tx.split_layer, ha="center", fontsize=9.5, fontweight="bold")
-    ax.text(9.5, 0.7, f"(D, d_in) = ({D}, {d_in})", ha="center", fontsize=8)
+    ax.text(9.5, -1.3, tx.split_layer, ha="center", fontsize=10, fontweight="bold")
+    ax.text(9.5, 0.7, f"(D, d_in) = ({D}, {d_in})", ha="center", fontsize=small)
     for h in range(H):
         rows_block(8, 1.0 + h * Dh, "q", h, first_row=h * Dh)
-        ax.text(11.2, 1.0 + h * Dh + Dh / 2, tx.head.format(h=h), va="center", fontsize=8)
+        ax.text(11.2, 1.0 + h * Dh + Dh / 2, tx.head.format(h=h), va="center", fontsize=small)
     _arrow(ax, 13.2, 17.2, 3.3, "+ W_key, W_value")
 
     # fused: W_query, W_key, W_value stacked row-wise
-    ax.text(19.5, -1.3, tx.fused_layer, ha="center", fontsize=9.5, fontweight="bold")
-    ax.text(19.5, 0.7, f"(3·D, d_in) = ({3 * D}, {d_in})", ha="center", fontsize=8)
+    ax.text(19.5, -1.3, tx.fused_layer, ha="center", fontsize=10, fontweight="bold")
+    ax.text(19.5, 0.7, f"(3·D, d_in) = ({3 * D}, {d_in})", ha="center", fontsize=small)
     for part, letter in enumerate("qkv"):
         for h in range(H):
             rows_block(18, 1.0 + part * D + h * Dh, letter, h, first_row=h * Dh)
-        ax.text(21.2, 1.0 + part * D + D / 2, names[letter], va="center", fontsize=8)
-    ax.text(23.6, 7.0, tx.fused_steps, ha="left", va="center", fontsize=8, family=monospace(language),
-            linespacing=1.6)
-    ax.text(-0.4, 14.4, tx.rows_caption, fontsize=8.5, va="top")
-    save(fig, "ch03_weight_rows.png", language, DPI)
+        ax.text(21.2, 1.0 + part * D + D / 2, names[letter], va="center", fontsize=small)
+    # how the fused layer is used, beside its W_key and W_value rows (the space under the split layer is free)
+    ax.text(17.4, 10.2, tx.fused_steps, ha="right", va="center", multialignment="left", fontsize=small,
+            family=monospace(language), linespacing=1.6)
+    ax.text(-0.4, 14.4, tx.rows_caption, fontsize=small, va="top")
+    save(fig, "ch03_weight_rows.png", language, dpi)
 
 
 # --- 3. three ways to form heads ----------------------------------------------------------------------------------
@@ -188,7 +193,7 @@ def draw_three_ways(language: str = "en") -> None:
         (tx.direct, DirectSplitHeads(D, H)),
         (tx.grouped, GroupedConvHeads(D, H)),
     ]
-    fig = Figure(figsize=(11.0, 4.3), layout="constrained")
+    fig = Figure(figsize=(10.0, 4.1), layout="constrained")  # 1,000 px wide at 100 dpi: the notebook panel
     axes = fig.subplots(1, 3)
     limit = max(float(former.effective_weight().abs().max()) for _, former in formers)
     for ax, (title, former) in zip(axes, formers):
@@ -208,7 +213,7 @@ def draw_three_ways(language: str = "en") -> None:
     axes[1].set_xlabel(tx.input_feature, fontsize=8.5)
     fig.colorbar(image, ax=list(axes), shrink=0.8, label=tx.weight)
     fig.suptitle(tx.three_title.format(D=D, H=H), fontsize=10.5)
-    save(fig, "ch03_three_ways.png", language, DPI)
+    save(fig, "ch03_three_ways.png", language, 100)  # 8 pt = 11.1 px
 
 
 def main(language: str = "en") -> None:
