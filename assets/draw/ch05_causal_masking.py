@@ -21,7 +21,8 @@ from matplotlib.patches import FancyArrowPatch, Rectangle
 import mha_lib
 from mha_lib.display.plotting import MASKED_RGB
 
-DPI = 110
+DPI = 78  # 12.8 in × 78 = 998 px: the notebook panel beside JupyterLab's file browser
+SMALL = 9.6  # pt, the smallest text: 10.4 px at 78 dpi
 KEEP, NAN = "#8fd3c7", "#f4a6a6"
 BLOCKED = "#{:02x}{:02x}{:02x}".format(*MASKED_RGB)  # blocked cells: the series' grey
 TOKENS = ("The", "cat", "sat", "down")
@@ -60,7 +61,7 @@ TEXTS = {  # every word drawn: (English, Chinese); a Chinese line has no $…$ (
 
 
 def _grid(ax, x0: float, y0: float, texts, keep: torch.Tensor, title: str, *, row_labels=None, col_labels=None,
-          nan_rows=(), fontsize: float = 8.5, cell: float = 1.0) -> None:
+          nan_rows=(), fontsize: float = SMALL, cell: float = 1.0) -> None:
     """Cells coloured by ``keep`` (teal = attend, grey = blocked; rows in ``nan_rows`` red), raw text inside."""
     rows, cols = keep.shape
     for r in range(rows):
@@ -72,18 +73,18 @@ def _grid(ax, x0: float, y0: float, texts, keep: torch.Tensor, title: str, *, ro
                     fontsize=fontsize)
     if row_labels:
         for r, label in enumerate(row_labels):
-            ax.text(x0 - 0.12, y0 + (r + 0.5) * cell, label, ha="right", va="center", fontsize=8.5)
+            ax.text(x0 - 0.12, y0 + (r + 0.5) * cell, label, ha="right", va="center", fontsize=SMALL)
     if col_labels:
         for c, label in enumerate(col_labels):
-            ax.text(x0 + (c + 0.5) * cell, y0 - 0.1, label, ha="center", va="bottom", fontsize=8.5)
+            ax.text(x0 + (c + 0.5) * cell, y0 - 0.1, label, ha="center", va="bottom", fontsize=SMALL)
     top = y0 - (0.55 if col_labels else 0.15)
-    ax.text(x0 + cols * cell / 2, top, title, ha="center", va="bottom", fontsize=9.5, linespacing=1.35)
+    ax.text(x0 + cols * cell / 2, top, title, ha="center", va="bottom", fontsize=10, linespacing=1.35)
 
 
 def _arrow(ax, start, end, label: str = "") -> None:
     ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=14, lw=1.3, color="#333333"))
     if label:
-        ax.text((start[0] + end[0]) / 2, start[1] - 0.2, label, ha="center", va="bottom", fontsize=9,
+        ax.text((start[0] + end[0]) / 2, start[1] - 0.2, label, ha="center", va="bottom", fontsize=SMALL,
                 linespacing=1.3)
 
 
@@ -100,7 +101,7 @@ def draw_causal_steps(language: str = "en") -> None:
     T = len(TOKENS)
     keep = mha_lib.causal_mask(T)
     wrong_keep = keep.tril(diagonal=-1)  # the GPT-2-sized walkthrough: the diagonal blocked as well
-    fig, ax = _canvas(11.6, 6.2, (-1.6, 20.8), (-1.3, 10.6))
+    fig, ax = _canvas(12.8, 6.84, (-1.6, 20.8), (-1.3, 10.6))
     for y0, mask, label in ((0.4, keep, tx.causal), (6.0, wrong_keep, tx.slip)):
         masked = SCORES.masked_fill(~mask, float("-inf"))
         weights = torch.softmax(masked, dim=-1)
@@ -114,9 +115,9 @@ def draw_causal_steps(language: str = "en") -> None:
               col_labels=TOKENS, nan_rows=nan_rows)
         _arrow(ax, (4.3, y0 + 2), (6.3, y0 + 2), "masked_fill\n(−inf)")
         _arrow(ax, (10.9, y0 + 2), (12.9, y0 + 2), "softmax")
-    ax.text(17.35, 6.9, tx.nan, ha="left", va="center", fontsize=8.5,
+    ax.text(17.35, 6.9, tx.nan, ha="left", va="center", fontsize=SMALL,
             color="#c0392b")
-    ax.text(9.6, 10.25, tx.legend_steps, ha="center", va="center", fontsize=9)
+    ax.text(9.6, 10.25, tx.legend_steps, ha="center", va="center", fontsize=SMALL)
     save(fig, "ch05_causal_steps.png", language, DPI)
 
 
@@ -142,8 +143,8 @@ def draw_conventions(language: str = "en") -> None:
     )
     for i, (cells, title, converter) in enumerate(row_one):
         x0 = i * 6.0
-        _grid(ax, x0, 0, cells, keep, title, fontsize=8.0, cell=1.15)
-        ax.text(x0 + 2.3, 4.95, converter, ha="center", va="center", fontsize=8.5, family=monospace(language))
+        _grid(ax, x0, 0, cells, keep, title, fontsize=SMALL, cell=1.15)
+        ax.text(x0 + 2.3, 4.95, converter, ha="center", va="center", fontsize=SMALL, family=monospace(language))
 
     # row two: padding, for a batch of two key sequences of lengths 6 and 2 (S = 6), two queries each
     S, lens = 6, torch.tensor([6, 2])
@@ -151,20 +152,20 @@ def draw_conventions(language: str = "en") -> None:
     pad_keep = ~padded
     ax.text(-0.6, 6.3, tx.padding, ha="left", va="center",
             fontsize=10)
-    _grid(ax, 0, 8.7, booleans(padded), pad_keep, tx.key_padding, fontsize=8.0, cell=1.15)
-    ax.text(3.45, 11.45, "mask_from_key_padding(m, B, S)", ha="center", va="center", fontsize=8.5,
+    _grid(ax, 0, 8.7, booleans(padded), pad_keep, tx.key_padding, fontsize=SMALL, cell=1.15)
+    ax.text(3.45, 11.45, "mask_from_key_padding(m, B, S)", ha="center", va="center", fontsize=SMALL,
             family="monospace")
     _grid(ax, 9.6, 8.7, [[str(int(v))] for v in lens], torch.ones(2, 1, dtype=torch.bool),
-          tx.valid_lens, fontsize=8.5, cell=1.15)
-    ax.text(10.2, 11.45, "mask_from_valid_lens(v, T, S)", ha="center", va="center", fontsize=8.5,
+          tx.valid_lens, fontsize=SMALL, cell=1.15)
+    ax.text(10.2, 11.45, "mask_from_valid_lens(v, T, S)", ha="center", va="center", fontsize=SMALL,
             family="monospace")
     for b in range(2):
         x0 = 15.4 + b * 7.3
         rows = pad_keep[b].expand(2, S)  # (T_q = 2, S): every query row sees the same keys
-        _grid(ax, x0, 8.7, booleans(rows), rows, tx.keep_sequence.format(b=b), fontsize=8.0, cell=1.15)
+        _grid(ax, x0, 8.7, booleans(rows), rows, tx.keep_sequence.format(b=b), fontsize=SMALL, cell=1.15)
     _arrow(ax, (11.7, 10.4), (15.1, 10.4))
-    ax.text(22.55, 11.45, tx.both, ha="center", va="center", fontsize=8.5)
-    ax.text(14.7, 12.7, tx.legend_conventions, ha="center", va="center", fontsize=9)
+    ax.text(22.55, 11.45, tx.both, ha="center", va="center", fontsize=SMALL)
+    ax.text(14.7, 12.7, tx.legend_conventions, ha="center", va="center", fontsize=SMALL)
     save(fig, "ch05_conventions.png", language, DPI)
 
 
