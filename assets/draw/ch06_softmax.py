@@ -91,7 +91,7 @@ def draw_stable_softmax(language: str = "en") -> None:
             title=tx.weights_sum)
     ax.text(9.15, top - 0.62, tx.no_overflow, fontsize=9, color=GREEN, va="center")
     ax.text(5.5, 0.15, tx.same_result, ha="center", fontsize=9, color=GREY)
-    save(fig, "ch06_stable_softmax.png", language, 110)
+    save(fig, "ch06_stable_softmax.png", language, 90)  # 11 in × 90 = 990 px (the notebook panel); 8.5 pt = 10.6 px
 
 
 def draw_temperature(language: str = "en") -> None:
@@ -116,7 +116,7 @@ def draw_temperature(language: str = "en") -> None:
         ax.spines[["top", "right"]].set_visible(False)
     axes[0].set_ylabel(tx.weight_formula)
     fig.suptitle(tx.temperature_title, fontsize=11)
-    save(fig, "ch06_temperature.png", language, 110)
+    save(fig, "ch06_temperature.png", language, 95)  # 10.5 in × 95 = 998 px (the notebook panel); 8 pt = 10.6 px
 
 
 def main(language: str = "en") -> None:
