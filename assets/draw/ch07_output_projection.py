@@ -12,7 +12,8 @@ from matplotlib.patches import FancyArrowPatch, Rectangle
 
 HEAD_COLORS = ("#2e86c1", "#e67e22", "#27ae60")  # head 0, 1, 2
 GREY = "#555555"
-CELL = 0.32  # side of one matrix cell, in axes units
+CELL = 0.32  # side of one matrix cell, in axes units (inches)
+DPI = 92  # 10.8 in × 92 = 994 px: the notebook panel beside JupyterLab's file browser; 8.5 pt = 10.9 px
 TEXTS = {  # every word drawn: (English, Chinese)
     "contexts": ("1. each head's context  (T × Dh)", "1. 每个头的上下文  (T × Dh)"),
     "head": ("head {h}", "头 {h}"),
@@ -28,12 +29,12 @@ TEXTS = {  # every word drawn: (English, Chinese)
     "receipt": ("Parameters, GPT-2 small", "参数量，GPT-2 small"),
     "biases": ("4 biases", "4 个偏置"),
     "total": ("total", "合计"),
-    "xl": ("GPT-2 XL (D = 1600, H = 25):\n4·1600² + 4·1600 = 10,246,400",
-           "GPT-2 XL（D = 1600，H = 25）：\n4·1600² + 4·1600 = 10,246,400"),
-    "heads_note": ("H appears nowhere: the heads share\nout the D output features of W_q,\n"
-                   "W_k, W_v: head h owns 64 rows of\neach stored weight (12 × 64 = 768).",
-                   "公式里没有 H：各个头瓜分了\nW_q、W_k、W_v 的 D 个输出特征：\n"
-                   "头 h 占有每个存储权重的 64 行\n（12 × 64 = 768）。"),
+    "xl": ("GPT-2 XL (D = 1600, H = 25):  4·1600² + 4·1600 = 10,246,400",
+           "GPT-2 XL（D = 1600，H = 25）：4·1600² + 4·1600 = 10,246,400"),
+    "heads_note": ("H appears nowhere: the heads share out the D output\nfeatures of W_q, W_k, W_v: head h owns 64 rows of\n"
+                   "each stored weight (12 × 64 = 768).",
+                   "公式里没有 H：各个头瓜分了 W_q、W_k、W_v 的\nD 个输出特征：头 h 占有每个存储权重的 64 行\n"
+                   "（12 × 64 = 768）。"),
 }
 
 
@@ -68,19 +69,22 @@ def draw(language: str = "en") -> None:
     tx = texts(TEXTS, language)
     T, H, Dh = 4, 3, 2
     D = H * Dh
-    fig = Figure(figsize=(13.6, 5.6), dpi=100)
+    # the layer on top, the parameter receipt in a band below it: 10.8 in × 92 dpi = 994 px, the notebook panel
+    # beside JupyterLab's file browser (8.5 pt = 10.9 px)
+    fig = Figure(figsize=(10.8, 7.6), dpi=DPI)
     ax = fig.add_axes((0, 0, 1, 1))
-    ax.set_xlim(0, 13.6)
-    ax.set_ylim(0, 5.6)
+    ax.set_xlim(0, 10.8)
+    ax.set_ylim(0, 7.6)
     ax.axis("off")
+    up = 2.0  # the layer's drawing sits above the receipt's band
 
     # the heads' outputs, stacked vertically
-    ax.text(0.2, 5.3, tx.contexts, fontsize=11, weight="bold")
+    ax.text(0.2, 5.3 + up, tx.contexts, fontsize=11, weight="bold")
     for h in range(H):
-        _matrix(ax, 0.45, 4.75 - h * 1.6, T, Dh, [HEAD_COLORS[h]] * Dh, label=None)
-        ax.text(0.35, 4.75 - h * 1.6 - T * CELL / 2, tx.head.format(h=h), ha="right", va="center", fontsize=9,
+        _matrix(ax, 0.45, 4.75 + up - h * 1.6, T, Dh, [HEAD_COLORS[h]] * Dh, label=None)
+        ax.text(0.35, 4.75 + up - h * 1.6 - T * CELL / 2, tx.head.format(h=h), ha="right", va="center", fontsize=9,
                 rotation=90, color=HEAD_COLORS[h])
-    y_mid = 4.75 - 1.6 - T * CELL / 2
+    y_mid = 4.75 + up - 1.6 - T * CELL / 2
 
     _arrow(ax, 1.35, 2.35, y_mid, tx.concat)
     concat_colors = [HEAD_COLORS[c // Dh] for c in range(D)]
@@ -104,28 +108,29 @@ def draw(language: str = "en") -> None:
     _matrix(ax, 8.7, y_mid + T * CELL / 2, T, D, [list(HEAD_COLORS)] * D, label=tx.output,
             sublabel=tx.mixes)
 
-    ax.text(5.5, 0.25, tx.toy.format(T=T, H=H, Dh=Dh, D=D), ha="center",
-            fontsize=9, color=GREY)
+    ax.text(5.5, 0.3 + up, tx.toy.format(T=T, H=H, Dh=Dh, D=D), ha="center", fontsize=9, color=GREY)
+    ax.plot([0.2, 10.6], [up, up], color="#cccccc", linewidth=0.8)
 
-    # the parameter receipt
-    x0, y0 = 10.85, 5.3
+    # the parameter receipt: a table on the left, GPT-2 XL and where the heads are on the right
+    x0, y0 = 0.2, 1.65
     ax.text(x0, y0, tx.receipt, fontsize=11, weight="bold")
-    ax.text(x0, y0 - 0.3, "D = 768, H = 12, Dh = 64", fontsize=9, color=GREY)
+    ax.text(x0 + 2.55, y0, "D = 768, H = 12, Dh = 64", fontsize=9, color=GREY)
     rows = [("W_q, W_k, W_v", "3 × 768²", "1,769,472"), ("W_o", "768²", "589,824"),
             (tx.biases, "4 × 768", "3,072")]
-    y = y0 - 0.75
+    y = y0 - 0.38
     for name, formula, value in rows:
         ax.text(x0, y, name, fontsize=9.5)
-        ax.text(x0 + 2.3, y, value, fontsize=9.5, ha="right", family="monospace")
-        ax.text(x0, y - 0.22, formula, fontsize=8.5, color=GREY)
-        y -= 0.6
-    ax.plot([x0, x0 + 2.3], [y + 0.3, y + 0.3], color=GREY, linewidth=0.8)
+        ax.text(x0 + 1.55, y, formula, fontsize=9, color=GREY)
+        ax.text(x0 + 4.2, y, value, fontsize=9.5, ha="right", family="monospace")
+        y -= 0.3
+    ax.plot([x0, x0 + 4.2], [y + 0.2, y + 0.2], color=GREY, linewidth=0.8)
+    y -= 0.08
     ax.text(x0, y, tx.total, fontsize=9.5, weight="bold")
-    ax.text(x0 + 2.3, y, "2,362,368", fontsize=9.5, ha="right", weight="bold", family="monospace")
-    ax.text(x0, y - 0.3, "= 4·D² + 4·D", fontsize=8.5, color=GREY)
-    ax.text(x0, y - 0.75, tx.xl, fontsize=8.5, va="top")
-    ax.text(x0, y - 1.55, tx.heads_note, fontsize=8.5, va="top", color=HEAD_COLORS[0])
-    save(fig, "ch07_output_projection.png", language, 110)
+    ax.text(x0 + 1.55, y, "4·D² + 4·D", fontsize=9, color=GREY)
+    ax.text(x0 + 4.2, y, "2,362,368", fontsize=9.5, ha="right", weight="bold", family="monospace")
+    ax.text(5.0, y0 + 0.1, tx.xl, fontsize=9, va="top")
+    ax.text(5.0, y0 - 0.62, tx.heads_note, fontsize=9, va="top", color=HEAD_COLORS[0], linespacing=1.35)
+    save(fig, "ch07_output_projection.png", language, DPI)
 
 
 def main(language: str = "en") -> None:
