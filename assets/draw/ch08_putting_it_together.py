@@ -7,7 +7,7 @@ writes (in Chinese: assets/zh-CN/ch08_pipeline.png)
                                masked, weights [4, 12, 16, 16] -> context [4, 12, 16, 64] -> merged [4, 16, 768]
                                -> W_o -> output [4, 16, 768], every box with its shape; under the four score
                                stages, head 0 of sentence 0 as a small picture (the chapter's own layer),
-                               coloured by the series' rules (mha_lib.display.plotting); 1200 × 895 px, landscape
+                               coloured by the series' rules (mha_lib.display.plotting); 996 × 743 px, landscape
 
 Colour = kind of tensor: blue (B, T, D) one row per token, orange (B, H, T, Dh) one row per token and head,
 purple (B, H, T, T) one number per query-key pair and head.
@@ -26,7 +26,7 @@ from mha_lib.data import WALKTHROUGH_TOKENS
 from mha_lib.display.fonts import use_cjk_fallback
 from mha_lib.display.plotting import MASKED_RGB, colour_scale
 
-DPI = 100
+DPI = 83  # 12 in × 83 = 996 px: the notebook panel beside JupyterLab's file browser; 9 pt = 10.4 px
 B, T, D, H = 4, 16, 768, 12
 Dh = D // H
 KIND_COLOURS = {"BTD": ("#dbe8f6", "#4a78a8"), "heads": ("#fde3cc", "#c8742c"), "TT": ("#e8def3", "#7d5aa6")}
@@ -115,12 +115,12 @@ def _thumbnail(ax, x0: float, y0: float, size: float, values: torch.Tensor, quan
     ax.add_patch(Rectangle((x0, y0), size, size, fill=False, edgecolor="#555555", lw=0.8))
     above = "+" if scale.extend in ("max", "both") else ""
     text = f"{scale.vmin:+.1f} … {scale.vmax:+.1f}" if quantity == "scores" else f"0 … {scale.vmax:.2f}{above}"
-    ax.text(x0 + size / 2, y0 + size + 0.25, text, ha="center", va="top", fontsize=8.5, color="#444444")
+    ax.text(x0 + size / 2, y0 + size + 0.25, text, ha="center", va="top", fontsize=9, color="#444444")
 
 
 def draw_pipeline(language: str = "en") -> None:
     tx = texts(TEXTS, language)
-    # landscape, 1200 × 895 px: fits a screen; y grows downwards
+    # landscape, 996 × 743 px: fits the notebook panel; y grows downwards
     fig, ax = _canvas(12.0, 8.95, (0, 26), (0, 19.4))
     lanes = {"Q": 2.4, "K": 6.8, "V": 21.5}
     stage_x = [2.4, 6.8, 11.2, 15.6]
@@ -138,7 +138,7 @@ def draw_pipeline(language: str = "en") -> None:
         _arrow(ax, (cx, ys["proj"] + BOX_H / 2 + 0.08), (cx, ys["heads"] - BOX_H / 2 - 0.08))
         _box(ax, cx, ys["heads"], tx.heads.format(name=name), "[4, 12, 16, 64]", "heads")
     ax.text(0.3, 2.3, tx.projections, fontsize=9, ha="left", va="center")
-    ax.text(lanes["K"] + 0.25, 6.1, "split_heads:\nview [4, 16, 12, 64]\ntranspose(1, 2)", fontsize=8.5,
+    ax.text(lanes["K"] + 0.25, 6.1, "split_heads:\nview [4, 16, 12, 64]\ntranspose(1, 2)", fontsize=9,
             ha="left", va="center", family="monospace")
 
     # Q and K meet in the scores; the four stages side by side, head 0 of sentence 0 under each
@@ -151,12 +151,12 @@ def draw_pipeline(language: str = "en") -> None:
         _box(ax, stage_x[i], ys["stages"], name, "[4, 12, 16, 16]", "TT", w=3.5)
     for i, op in enumerate(ops):
         _arrow(ax, (stage_x[i] + 1.8, ys["stages"]), (stage_x[i + 1] - 1.8, ys["stages"]))
-        ax.text((stage_x[i] + stage_x[i + 1]) / 2, ys["stages"] + 1.0, op, fontsize=8.5, ha="center", va="top")
+        ax.text((stage_x[i] + stage_x[i + 1]) / 2, ys["stages"] + 1.0, op, fontsize=9, ha="center", va="top")
     pictures = head0_stages()
     blocked = torch.isneginf(pictures[2])  # (T, T): what the causal mask removed, grey in the weights too
     for i, ((_, quantity), values) in enumerate(zip(stages, pictures)):
         _thumbnail(ax, stage_x[i] - 1.2, ys["thumbs"], 2.4, values, quantity, blocked if i >= 2 else blocked & False)
-    ax.text(0.3, ys["thumbs"] + 3.55, tx.under, fontsize=8.5,
+    ax.text(0.3, ys["thumbs"] + 3.55, tx.under, fontsize=9,
             color="#444444", va="center", linespacing=1.3)
 
     # weights @ V, merge, W_o: the right-hand column
@@ -166,7 +166,7 @@ def draw_pipeline(language: str = "en") -> None:
            ha="center", dx=0.0, dy=-0.45)
     _box(ax, lanes["V"], ys["stages"], tx.context, "[4, 12, 16, 64]", "heads")
     _arrow(ax, (lanes["V"], ys["stages"] + BOX_H / 2 + 0.08), (lanes["V"], ys["merged"] - BOX_H / 2 - 0.08),
-           "merge_heads:\ntranspose(1, 2)\nview [4, 16, 768]", ha="right", dx=-0.3, size=8.5)
+           "merge_heads:\ntranspose(1, 2)\nview [4, 16, 768]", ha="right", dx=-0.3, size=9)
     _box(ax, lanes["V"], ys["merged"], tx.merged, "[4, 16, 768]", "BTD")
     _arrow(ax, (lanes["V"], ys["merged"] + BOX_H / 2 + 0.08), (lanes["V"], ys["out"] - BOX_H / 2 - 0.08),
            "× W_o (out_proj)", ha="right", dx=-0.3)
