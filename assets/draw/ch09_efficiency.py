@@ -17,7 +17,8 @@ from _common import run, save, texts
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
-DPI = 100
+DPI = 76  # 13 in × 76 = 988 px: the notebook panel beside JupyterLab's file browser
+SMALL = 9.9  # pt, the smallest text: 10.5 px at 76 dpi
 MEMORY = "#eeeeee"  # main memory band
 CORES = "#fff4d6"  # compute band
 QKV = ("#8fb8de", "#f4b183", "#a9d18e")  # q, k, v: the palette of the other chapters' diagrams
@@ -26,7 +27,7 @@ OUT = "#c5b3e6"
 TEXTS = {  # every word drawn: (English, Chinese)
     "read": ("read from memory", "从内存读取"),
     "write": ("write to memory  ·", "写入内存  ·"),
-    "legend_gap": (2.9, 2.1),  # not a word: how far the "write" label ends left of the "read" label's end
+    "legend_gap": (3.3, 2.3),  # not a word: how far the "write" label ends left of the "read" label's end
     "cores": ("compute cores (registers, caches)", "计算核心（寄存器、缓存）"),
     "memory": ("main memory", "主存"),
     "explicit": ("explicit kernel: returns the weights", "显式内核：返回权重"),
@@ -71,7 +72,7 @@ def _op(ax, x, y, text, *, width=2.6):
     ax.text(x, y, text, ha="center", va="center", fontsize=10)
 
 
-def _matrix(ax, x, y, w, h, colour, label, *, dashed=False, fontsize=9.5, label_inside=True):
+def _matrix(ax, x, y, w, h, colour, label, *, dashed=False, fontsize=SMALL, label_inside=True):
     ax.add_patch(Rectangle((x, y), w, h, facecolor="none" if dashed else colour, edgecolor=colour if dashed else
                            "#555555", lw=1.6 if dashed else 0.8, linestyle="--" if dashed else "-"))
     if label_inside:
@@ -82,16 +83,16 @@ def _matrix(ax, x, y, w, h, colour, label, *, dashed=False, fontsize=9.5, label_
 
 def _legend(ax, x_right, tx):
     """Arrow colours, in the bottom-right corner of the memory band."""
-    ax.text(x_right - 0.2, 11.4, tx.read, color="#1f4e79", fontsize=8.5, ha="right", va="bottom")
-    ax.text(x_right - tx.legend_gap, 11.4, tx.write, color=BIG, fontsize=8.5, ha="right", va="bottom")
+    ax.text(x_right - 0.2, 11.4, tx.read, color="#1f4e79", fontsize=SMALL, ha="right", va="bottom")
+    ax.text(x_right - tx.legend_gap, 11.4, tx.write, color=BIG, fontsize=SMALL, ha="right", va="bottom")
 
 
 def _bands(ax, x0, x1, title, tx):
     ax.text((x0 + x1) / 2, 0.35, title, ha="center", va="center", fontsize=12.5, weight="bold")
     ax.add_patch(Rectangle((x0, 1.0), x1 - x0, 3.3, facecolor=CORES, edgecolor="none"))
     ax.add_patch(Rectangle((x0, 5.4), x1 - x0, 6.2, facecolor=MEMORY, edgecolor="none"))
-    ax.text(x0 + 0.2, 1.25, tx.cores, ha="left", va="top", fontsize=8.5, color="#7a5c00")
-    ax.text(x0 + 0.2, 11.4, tx.memory, ha="left", va="bottom", fontsize=8.5, color="#555555")
+    ax.text(x0 + 0.2, 1.25, tx.cores, ha="left", va="top", fontsize=SMALL, color="#7a5c00")
+    ax.text(x0 + 0.2, 11.4, tx.memory, ha="left", va="bottom", fontsize=SMALL, color="#555555")
 
 
 def draw_memory_flow(language: str = "en") -> None:
@@ -100,12 +101,12 @@ def draw_memory_flow(language: str = "en") -> None:
 
     # --- left: the explicit kernel -------------------------------------------------------------------------
     _bands(ax, 0.0, 12.6, tx.explicit, tx)
-    _matrix(ax, 0.5, 6.0, 0.9, 3.6, QKV[0], "Q", fontsize=9)
-    _matrix(ax, 1.7, 6.0, 0.9, 3.6, QKV[1], "K", fontsize=9)
-    _matrix(ax, 11.2, 6.0, 0.9, 3.6, QKV[2], "V", fontsize=9)
+    _matrix(ax, 0.5, 6.0, 0.9, 3.6, QKV[0], "Q", fontsize=SMALL)
+    _matrix(ax, 1.7, 6.0, 0.9, 3.6, QKV[1], "K", fontsize=SMALL)
+    _matrix(ax, 11.2, 6.0, 0.9, 3.6, QKV[2], "V", fontsize=SMALL)
     ax.add_patch(Rectangle((4.2, 5.9), 5.2, 5.2, facecolor=BIG, alpha=0.3, edgecolor=BIG, lw=1.6))
     ax.text(6.8, 8.2, tx.scores_weights, ha="center", va="center", fontsize=10.5, linespacing=1.4)
-    ax.text(6.8, 9.9, tx.bytes, ha="center", va="center", fontsize=8.5,
+    ax.text(6.8, 9.9, tx.bytes, ha="center", va="center", fontsize=SMALL,
             linespacing=1.3, color="#5a1d1b")
     ops = tuple(zip(tx.ops, (2.2, 5.05, 7.9, 10.6), (("w",), ("r", "w"), ("r", "w"), ("r",))))
     for i, (text, x, trips) in enumerate(ops):
@@ -120,32 +121,32 @@ def draw_memory_flow(language: str = "en") -> None:
     _arrow(ax, (0.95, 5.95), (1.6, 3.1), colour="#1f4e79")  # Q, K read by the first matmul
     _arrow(ax, (2.15, 5.95), (2.2, 3.1), colour="#1f4e79")
     _arrow(ax, (11.6, 5.95), (10.9, 3.1), colour="#1f4e79")  # V read by the last
-    ax.text(6.3, 12.3, tx.trips, ha="center", va="center", fontsize=9.5, linespacing=1.4)
+    ax.text(6.3, 12.3, tx.trips, ha="center", va="center", fontsize=SMALL, linespacing=1.4)
     _legend(ax, 12.6, tx)
 
     # --- right: a fused flash-style kernel ------------------------------------------------------------------
     x0 = 13.4
     _bands(ax, x0, 26.0, tx.fused, tx)
-    _matrix(ax, x0 + 0.5, 6.0, 0.9, 3.6, QKV[0], "Q", fontsize=9)
-    _matrix(ax, x0 + 1.7, 6.0, 0.9, 3.6, QKV[1], "K", fontsize=9)
-    _matrix(ax, x0 + 2.9, 6.0, 0.9, 3.6, QKV[2], "V", fontsize=9)
-    _matrix(ax, x0 + 11.0, 6.0, 0.9, 3.6, OUT, "O", fontsize=9)
+    _matrix(ax, x0 + 0.5, 6.0, 0.9, 3.6, QKV[0], "Q", fontsize=SMALL)
+    _matrix(ax, x0 + 1.7, 6.0, 0.9, 3.6, QKV[1], "K", fontsize=SMALL)
+    _matrix(ax, x0 + 2.9, 6.0, 0.9, 3.6, QKV[2], "V", fontsize=SMALL)
+    _matrix(ax, x0 + 11.0, 6.0, 0.9, 3.6, OUT, "O", fontsize=SMALL)
     ax.add_patch(Rectangle((x0 + 4.8, 5.9), 5.2, 5.2, facecolor="none", edgecolor=BIG, lw=1.6, linestyle="--"))
     ax.text(x0 + 7.4, 8.5, tx.never_stored, ha="center", va="center", fontsize=10.5, color=BIG,
             linespacing=1.4)
     # the tile loop in the cores
-    ax.add_patch(FancyBboxPatch((x0 + 2.6, 1.55), 7.4, 2.35, boxstyle="round,pad=0.05,rounding_size=0.3",
+    ax.add_patch(FancyBboxPatch((x0 + 2.6, 1.9), 7.8, 2.3, boxstyle="round,pad=0.05,rounding_size=0.3",
                                 facecolor="white", edgecolor="#333333", lw=1.1))
-    ax.add_patch(Rectangle((x0 + 2.9, 1.95), 1.3, 1.3, facecolor=BIG, alpha=0.3, edgecolor=BIG, lw=1.2))
-    ax.text(x0 + 3.55, 2.6, tx.tile, ha="center", va="center", fontsize=8.5)
-    ax.text(x0 + 4.5, 2.05, tx.loop, ha="left", va="top", fontsize=9)
-    ax.text(x0 + 4.5, 2.6, tx.tile_work, ha="left", va="top", fontsize=8.5, linespacing=1.3)
-    _arrow(ax, (x0 + 0.95, 5.95), (x0 + 2.9, 3.6), colour="#1f4e79")
-    _arrow(ax, (x0 + 2.15, 5.95), (x0 + 3.3, 3.95), colour="#1f4e79")
-    _arrow(ax, (x0 + 3.35, 5.95), (x0 + 3.9, 3.95), colour="#1f4e79")
-    _arrow(ax, (x0 + 10.0, 2.7), (x0 + 11.45, 5.95), colour=BIG)
+    ax.add_patch(Rectangle((x0 + 2.9, 2.3), 1.3, 1.3, facecolor=BIG, alpha=0.3, edgecolor=BIG, lw=1.2))
+    ax.text(x0 + 3.55, 2.95, tx.tile, ha="center", va="center", fontsize=SMALL)
+    ax.text(x0 + 4.5, 2.4, tx.loop, ha="left", va="top", fontsize=SMALL)
+    ax.text(x0 + 4.5, 2.95, tx.tile_work, ha="left", va="top", fontsize=SMALL, linespacing=1.3)
+    _arrow(ax, (x0 + 0.95, 5.95), (x0 + 2.75, 4.0), colour="#1f4e79")
+    _arrow(ax, (x0 + 2.15, 5.95), (x0 + 3.3, 4.25), colour="#1f4e79")
+    _arrow(ax, (x0 + 3.35, 5.95), (x0 + 3.9, 4.25), colour="#1f4e79")
+    _arrow(ax, (x0 + 10.4, 3.05), (x0 + 11.45, 5.95), colour=BIG)
     ax.text(x0 + 6.3, 12.3, tx.fused_caption, ha="center", va="center",
-            fontsize=9.5, linespacing=1.4)
+            fontsize=SMALL, linespacing=1.4)
     _legend(ax, 26.0, tx)
 
     save(fig, "ch09_memory_flow.png", language, DPI)
