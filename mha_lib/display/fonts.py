@@ -13,6 +13,12 @@ Where the font comes from, in order:
    own code is never imported.
 2. A CJK font already installed on the system (Noto Sans CJK, Source Han Sans, WenQuanYi, SimHei, PingFang…).
 
+The package ships variable fonts whose default instance is Thin (weight 100): matplotlib and Pillow cannot pick
+a weight, so Chinese labels came out hairline-thin beside DejaVu Sans, hard to read on a projector. ``regular_font``
+cuts a static Regular (400) copy of Noto Sans SC for the common characters (GB 2312's 6,763 hanzi, ASCII, CJK and
+full-width punctuation) once per machine, about 10 s with fontTools, into a cache (``make install`` does it, so a
+class never waits), and puts it before the variable fonts; a rarer character falls back to them.
+
 If neither exists (a plain ``pip install mha_lib`` without the ``fonts`` extra), labels still render, with boxes
 for the CJK characters: one line on stderr says so and how to get the font, and matplotlib's "Glyph … missing
 from font(s)" warnings, one per character and drawing, are silenced instead of flooding the output.
@@ -22,7 +28,9 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import os
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -40,12 +48,80 @@ SYSTEM_CJK_FAMILIES = (
 )
 
 
-def bundled_font_paths() -> list[Path]:
+REGULAR_WEIGHT = 400
+REGULAR_FILE = "NotoSansSC-Regular-common.ttf"  # the cut regular_font writes
+
+
+def variable_font_paths() -> list[Path]:
     """The Noto Sans files of the ``justmytype-intl-cjk`` package (empty when it is not installed)."""
     spec = importlib.util.find_spec(FONT_PACKAGE)  # locates the package without running its code
     folders = [Path(folder) for folder in (spec.submodule_search_locations or [])] if spec else []
     return [folder / FONT_FOLDER / name for folder in folders[:1] for name in FONT_FILES
             if (folder / FONT_FOLDER / name).is_file()]
+
+
+def bundled_font_paths() -> list[Path]:
+    """The CJK fonts to draw with, in order: the Regular cut of Noto Sans SC (``regular_font``), then the package's
+    variable fonts (SC, TC, KR) for the characters the cut leaves out. Empty when the package is not installed."""
+    variable = variable_font_paths()
+    regular = regular_font(variable[0]) if variable else None
+    return ([regular] if regular else []) + variable
+
+
+def _cache_folder() -> Path:
+    """Beside the environment when it is writable (a venv, Colab), else the user's cache folder."""
+    shared = Path(sys.prefix, "share", "mha_lib", "fonts")
+    try:
+        shared.mkdir(parents=True, exist_ok=True)
+        if os.access(shared, os.W_OK):
+            return shared
+    except OSError:
+        pass
+    user = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "mha_lib", "fonts")
+    user.mkdir(parents=True, exist_ok=True)
+    return user
+
+
+def _common_characters() -> set[int]:
+    """GB 2312 (6,763 hanzi and its symbols), ASCII, general, CJK and full-width punctuation."""
+    characters = set(range(0x20, 0x7F)) | set(range(0x2000, 0x2070)) | set(range(0x3000, 0x3040)) | set(
+        range(0xFF00, 0xFFF0))
+    for first in range(0xA1, 0xF8):
+        for second in range(0xA1, 0xFF):
+            try:
+                characters.add(ord(bytes((first, second)).decode("gb2312")))
+            except UnicodeDecodeError:
+                pass
+    return characters
+
+
+@functools.cache
+def regular_font(variable: Path) -> Path | None:
+    """A static Regular cut of the variable font ``variable`` for the common characters, built on first use (about
+    10 s) and cached; None if fontTools cannot build it (the variable fonts are used alone then)."""
+    target = _cache_folder() / REGULAR_FILE
+    if target.is_file():
+        return target
+    try:
+        from fontTools import subset
+        from fontTools.ttLib import TTFont
+        from fontTools.varLib import instancer
+
+        font = TTFont(variable)
+        options = subset.Options()
+        options.layout_features, options.name_IDs, options.name_languages = ["*"], ["*"], ["*"]
+        subsetter = subset.Subsetter(options)
+        subsetter.populate(unicodes=_common_characters())  # first: instancing 7,000 glyphs, not 30,000
+        subsetter.subset(font)
+        font = instancer.instantiateVariableFont(font, {"wght": REGULAR_WEIGHT})
+        with tempfile.NamedTemporaryFile(dir=target.parent, suffix=".ttf", delete=False) as handle:
+            font.save(handle)
+        os.replace(handle.name, target)  # atomic: a concurrent process reads a whole file or none
+    except Exception as error:  # a broken cut must never stop a figure: thin glyphs are better than none
+        print(f"mha_lib.display.fonts: could not cut a Regular CJK font ({error}); drawing with the thin default",
+              file=sys.stderr)
+        return None
+    return target
 
 
 def use_cjk_fallback() -> list[str]:
@@ -81,7 +157,12 @@ def _cjk_families() -> tuple[str, ...]:
     paths = bundled_font_paths()
     for path in paths:
         font_manager.fontManager.addfont(str(path))
-    if paths:
-        return tuple(font_manager.FontProperties(fname=str(path)).get_name() for path in paths)
+    if paths:  # the Regular cut and the variable SC share a family name: matplotlib picks the cut's weight
+        return tuple(dict.fromkeys(font_manager.FontProperties(fname=str(path)).get_name() for path in paths))
     installed = {font.name for font in font_manager.fontManager.ttflist}
     return tuple(name for name in SYSTEM_CJK_FAMILIES if name in installed)[:1]
+
+
+if __name__ == "__main__":  # `make install`: cut the Regular font now, so that no class waits for it
+    fonts = bundled_font_paths()
+    print(f"mha_lib.display.fonts: {fonts[0] if fonts else 'no CJK font package installed'}")

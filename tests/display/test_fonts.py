@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import mha_lib
-from mha_lib.display.fonts import bundled_font_paths, use_cjk_fallback
+from mha_lib.display.fonts import REGULAR_FILE, REGULAR_WEIGHT, bundled_font_paths, use_cjk_fallback
 
 SENTENCE = "LLM with me.郭同学热爱AI喜欢游戏"
 
@@ -23,8 +23,25 @@ def _render(fig) -> None:
 
 def test_the_bundled_fonts_are_installed_and_found():
     paths = bundled_font_paths()
-    assert [p.name for p in paths] == ["NotoSansSC[wght].ttf", "NotoSansTC[wght].ttf", "NotoSansKR[wght].ttf"]
+    assert [p.name for p in paths] == [REGULAR_FILE, "NotoSansSC[wght].ttf", "NotoSansTC[wght].ttf",
+                                       "NotoSansKR[wght].ttf"]
     assert all(p.stat().st_size > 1_000_000 for p in paths)
+
+
+def test_chinese_is_drawn_in_the_regular_cut_not_the_thin_default():
+    """The package's variable fonts default to Thin (100), which matplotlib and Pillow draw: hairlines on a
+    projector. The cut is Regular (400), has every character of GB 2312, and matplotlib chooses it."""
+    from fontTools.ttLib import TTFont
+    from matplotlib import font_manager
+
+    regular, variable = bundled_font_paths()[:2]
+    use_cjk_fallback()  # registers the files with matplotlib
+    assert TTFont(regular)["OS/2"].usWeightClass == REGULAR_WEIGHT
+    assert TTFont(variable)["OS/2"].usWeightClass == 100  # why the cut exists
+    assert font_manager.findfont(font_manager.FontProperties(family="Noto Sans SC")) == str(regular)
+    cmap = TTFont(regular).getBestCmap()
+    assert all(ord(ch) in cmap for ch in "郭同学热爱喜欢游戏注意力权重舍入误差，。：（）")
+    assert ord("龘") not in cmap  # rare: drawn by the variable fonts after it
 
 
 def test_the_fallback_is_appended_once_and_keeps_the_default_font_first():
