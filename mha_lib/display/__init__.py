@@ -4,7 +4,8 @@
     plotting.py        ``plot_heads``, ``plot_stages``: heatmaps per head; the series' colour rules and sizes
     render.py          the explorers' engine: a grid of heatmaps straight into PNG bytes, redrawn in milliseconds
     widgets.py         the explorers (``attention_explorer``), ipywidgets loaded on first use
-    fonts.py           a CJK fallback font for token labels
+    controls.py        every explorer's sliders and menus, built to one layout rule (label column, track width)
+    fonts.py           a CJK fallback font for token labels (a Regular cut of the bundled variable font)
     static_widgets.py  widget cells saved as a sentence + picture (a Jupyter pre-save hook; standard library only)
 
 Nothing heavy is imported here: ``import mha_lib.display.static_widgets`` loads neither matplotlib nor ipywidgets.
