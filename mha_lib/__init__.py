@@ -97,6 +97,8 @@ from .functional import (
     scale_factor,
     scale_scores,
     sdpa_attention,
+    softcap_scores,
+    softmax_with_sinks,
     split_heads,
     split_heads_flat,
     stable_softmax,
@@ -171,7 +173,7 @@ def __dir__():
 __all__ = [
     "MultiHeadLatentAttention", "OnlineSoftmaxState", "YaRN", "attention_from_deepseek", "flash_attention",
     "flash_kernel", "latent_attention_parameter_count", "online_softmax_start", "online_softmax_step", "yarn_mscale",
-    "merge_attention_states",
+    "merge_attention_states", "softcap_scores", "softmax_with_sinks",
     "DECODER_CONFIGS", "DecoderAttention", "KVCache", "apply_rope", "apply_rope_interleaved", "attention_from_llama",
     "causal_mask_at", "expand_kv_heads", "interleaved_order", "kv_cache_bytes", "rope_cos_sin", "rope_frequencies",
     "rotate_half", "sinusoidal_positions", "sliding_window_mask", "get_language", "set_language",

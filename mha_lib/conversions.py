@@ -39,12 +39,17 @@ def _copy_(target: torch.Tensor, source: torch.Tensor) -> None:
 
 
 def _check_plain(converter: str, mha: MultiHeadAttention) -> None:
-    """The 2017 layer only: the target has no shared kv heads, rotary positions, window or free head width."""
+    """The 2017 layer only: the target has no shared kv heads, rotary positions, window, free head width, nor any of
+    chapter 15's controls."""
     extras = {
         "num_kv_heads": mha.num_kv_heads if mha.num_kv_heads != mha.num_heads else None,
         "rope_theta": mha.rope_theta, "window": mha.window,
         "head_dim": mha.head_dim if mha.num_heads * mha.head_dim != mha.d_out else None,
         "out_bias": False if mha.out_proj.bias is None else None,
+        # chapter 15's controls
+        "qk_norm": mha.qk_norm, "scale": mha.scale, "softcap": mha.softcap, "sinks": True if mha.sinks is not None
+        else None, "gate": mha.gate, "rope_fraction": mha.rope_fraction if mha.rope_fraction != 1.0 else None,
+        "yarn": mha.yarn,
     }
     used = {name: value for name, value in extras.items() if value is not None}
     if used:

@@ -9,11 +9,18 @@ Shape glossary (used in every comment of this package):
     weights     = softmax(masked / temperature) masked_softmax       rows sum to 1
     context     = weights V                     explicit_attention   (..., T, Dh)
 
-The three *kernels* share one signature, ``(q, k, v, mask, scale, dropout_p, is_causal) -> (context, weights)``;
-modules pick one by name from ``KERNELS``. ``explicit_attention`` is the readable reference that also returns
-the weights; ``sdpa_attention`` calls PyTorch's fused ``F.scaled_dot_product_attention`` and cannot;
-``flash_kernel`` runs ``flash_attention``, the tiled online softmax of FlashAttention written out in PyTorch
-(chapter 14), which never holds the whole weight matrix either.
+Two controls on the scores and the softmax, from 2024-26's decoders (chapter 15):
+
+    capped      = c·tanh(scores / c)            softcap_scores       Gemma 2, before the mask
+    weights     = softmax([masked, sink])[:-1]  softmax_with_sinks   gpt-oss: one learned logit per head
+
+The three *kernels* share one signature, ``(q, k, v, mask, scale, dropout_p, is_causal, *, softcap, sinks) ->
+(context, weights)``; modules pick one by name from ``KERNELS``. ``softcap`` needs the explicit kernel (a function of
+every score, which a fused kernel never exposes); ``sinks`` the explicit or the tiled one (the tiled kernel knows
+each row's log-sum-exp, and a sink only rescales the row by it); SDPA takes neither. ``explicit_attention`` is
+the readable reference that also returns the weights; ``sdpa_attention`` calls PyTorch's fused
+``F.scaled_dot_product_attention`` and cannot; ``flash_kernel`` runs ``flash_attention``, the tiled online softmax
+of FlashAttention written out in PyTorch (chapter 14), which never holds the whole weight matrix either.
 """
 
 from __future__ import annotations
@@ -180,6 +187,61 @@ def _masked_softmax_inplace(scores: Tensor, mask: Tensor | None, dim: int = -1) 
     return weights
 
 
+# --- 3b. controlling the scores: a soft cap and a sink (chapter 15) -------------------------------------------
+
+
+def softcap_scores(scores: Tensor, cap: float) -> Tensor:
+    """``cap · tanh(scores / cap)``: every score squashed into ``[-cap, cap]`` (Gemma 2's ``attn_logit_softcapping``).
+
+    Near 0 the curve is the identity (tanh(u) ≈ u), so small scores pass unchanged; a score far above ``cap`` lands
+    just below it, so no single key can take all the weight however large q·k grows. Applied to the scaled scores
+    **before** the mask: a blocked key's ``-inf`` would become ``-cap`` after it, and the key would get weight.
+    ``scores`` a real floating tensor (any shape), ``cap`` a finite float > 0.
+    """
+    check_float_tensor("scores", scores)
+    cap = check_positive_float("cap", cap)
+    return torch.tanh(scores / cap) * cap  # out of place: autograd keeps tanh's output for its backward
+
+
+def softmax_with_sinks(scores: Tensor, sinks: Tensor, mask: Tensor | None = None) -> Tensor:
+    """Softmax over the keys **and one sink per head**; returns the weights of the real keys only.
+
+    ``scores`` ``(..., H, T, S)``, ``sinks`` ``(H,)``: head h's sink is a logit that joins every row's denominator
+    but has no value (gpt-oss's ``sinks``)::
+
+        w_j = exp(s_j) / (exp(sink_h) + Σ_k exp(s_k))        Σ_j w_j = 1 - (the sink's share) < 1
+
+    A head with nothing worth reading can park its weight on the sink instead of on a real token (the first token,
+    in a model trained without one, chapter 15). ``mask`` a keep mask broadcastable to the scores; a row that may
+    see no key gives the sink everything and weights of 0. The returned rows sum to less than 1: the sink's share
+    is ``1 - weights.sum(-1)``.
+    """
+    check_float_tensor("scores", scores, min_ndim=3, layout="(..., H, T, S)")
+    _check_sinks(sinks, scores, "scores")
+    if mask is not None:
+        check_keep_mask("mask", mask, scores.shape, scores.device)
+        scores = scores.masked_fill(~mask, float("-inf"))
+    sink = sinks.to(scores.dtype)[:, None, None].expand(*scores.shape[:-1], 1)  # (H,) -> (..., H, T, 1)
+    combined = torch.cat([scores, sink], dim=-1)  # (..., H, T, S + 1): the sink is one more column
+    return torch.softmax(combined, dim=-1)[..., :-1]  # the sink's column dropped: (..., H, T, S)
+
+
+def _check_sinks(sinks, q: Tensor, q_name: str = "q") -> Tensor:
+    """One sink logit per head: a real floating ``(H,)`` tensor, H = ``q.shape[-3]``, on q's device."""
+    check_float_tensor("sinks", sinks, ndim=1, layout="(H,)")
+    if q.dim() < 3 or q.shape[-3] != sinks.shape[0]:
+        raise ValueError(f"sinks must hold one logit per head: {q_name} {tuple(q.shape)} has H = "
+                         f"{q.shape[-3] if q.dim() >= 3 else 'no head dimension'} at dim -3, got sinks "
+                         f"{tuple(sinks.shape)}")
+    if sinks.device != q.device:
+        raise ValueError(f"sinks is on {sinks.device} but {q_name} is on {q.device}; move them to one device")
+    return sinks
+
+
+def _check_softcap(softcap) -> float | None:
+    return None if softcap is None else check_positive_float("softcap", softcap)
+
+
 # --- 4. heads -------------------------------------------------------------------------------------------------
 
 
@@ -285,12 +347,19 @@ def explicit_attention(
     scale: float | None = None,
     dropout_p: float = 0.0,
     is_causal: bool = False,
+    *,
+    softcap: float | None = None,
+    sinks: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Scaled dot-product attention, step by step. Returns ``(context, weights)``.
 
     q ``(..., T, Dh)``, k ``(..., S, Dh)``, v ``(..., S, Dv)``, mask a keep mask broadcastable to
     ``(..., T, S)``; ``scale`` defaults to ``1/√Dh``; ``is_causal`` adds the causal mask.
     Returns context ``(..., T, Dv)`` and the softmax weights ``(..., T, S)`` (before dropout).
+
+    ``softcap`` c squashes the scaled scores to ``c·tanh(s/c)`` before the mask (``softcap_scores``); ``sinks``
+    ``(H,)`` (q ``(..., H, T, Dh)``) adds one logit per head to each row's denominator (``softmax_with_sinks``): the
+    weights returned then cover the real keys only and sum to less than 1.
 
     NaN in q, k or v gives NaN in the rows it reaches (as in torch). A ``scale`` of your own is checked: one
     so large that finite q and k give infinite scores raises a ValueError instead of returning NaN weights.
@@ -306,10 +375,18 @@ def explicit_attention(
     # Scale the queries (..., T, Dh), not the scores (..., T, S): the same result (up to rounding) for S/Dh
     # times less work (16x at T=1024, Dh=64) and no extra T×S tensor. Then mask and softmax the scores in
     # place: without autograd the weights are the only T×S tensor created here (with it, two: see below).
+    softcap = _check_softcap(softcap)
+    if sinks is not None:
+        _check_sinks(sinks, q)
     scores = (q * scale) @ k.transpose(-2, -1)  # (..., T, Dh) @ (..., Dh, S) -> (..., T, S); checked above
     if user_scale:
         _check_scores_finite(scores, scale, q, k)
-    weights = _masked_softmax_inplace(scores, mask)  # (..., T, S), each row sums to 1 (or is all 0)
+    if softcap is not None:
+        scores = softcap_scores(scores, softcap)  # before the mask: a capped -inf would be -softcap, a weight
+    if sinks is not None:
+        weights = softmax_with_sinks(scores, sinks, mask)  # (..., T, S), rows sum to 1 - the sink's share
+    else:
+        weights = _masked_softmax_inplace(scores, mask)  # (..., T, S), each row sums to 1 (or is all 0)
     dropped = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
     return dropped @ v, weights  # (..., T, S) @ (..., S, Dv) -> (..., T, Dv)
 
@@ -323,10 +400,15 @@ def sdpa_attention(
     dropout_p: float = 0.0,
     is_causal: bool = False,
     *,
+    softcap: float | None = None,
+    sinks: Tensor | None = None,
     diagonal: int = 0,
     window: int | None = None,
 ) -> tuple[Tensor, None]:
     """The same function through PyTorch's fused kernel. Returns ``(context, None)``.
+
+    ``softcap`` and ``sinks`` are refused (ValueError): SDPA applies no function to the scores and has no extra
+    column in its softmax; use ``explicit_attention`` (either) or ``flash_kernel`` (sinks).
 
     SDPA never returns the weights. Its fused back-ends (flash, memory-efficient) never hold the whole ``(T, S)``
     weight matrix in memory, which is why they are fast and why they cannot hand the weights back; its math
@@ -357,6 +439,13 @@ def sdpa_attention(
     that bound overflows the dtype, the scores one tile at a time (SDPA would return NaN silently).
     """
     _check_qkv(q, k, v, mask)
+    if softcap is not None or sinks is not None:
+        raise ValueError(
+            f"sdpa_attention cannot apply {'softcap' if softcap is not None else 'sinks'}, got "
+            f"{'softcap=' + repr(softcap) if softcap is not None else 'a sinks tensor'}: "
+            f"F.scaled_dot_product_attention applies no function to the scores and has no extra column in its "
+            f"softmax; use explicit_attention (softcap, sinks) or flash_kernel (sinks)"
+        )
     dropout_p = check_probability("dropout_p", dropout_p)
     is_causal = check_flag("is_causal", is_causal)
     diagonal = check_int("diagonal", diagonal)
@@ -631,6 +720,7 @@ def flash_attention(
     dropout_p: float = 0.0,
     return_lse: bool = False,
     window: int | None = None,
+    sinks: Tensor | None = None,
 ):
     """Exact attention computed tile by tile: FlashAttention's algorithm (Dao et al. 2022) in plain PyTorch.
 
@@ -660,8 +750,15 @@ def flash_attention(
     and key block ``j`` draws its keep mask ``torch.rand(tile shape) >= dropout_p`` from a generator on q's device
     seeded with ``seed + i·⌈S / block_size⌉ + j``. The backward saves the seed, not the masks, and draws each
     tile's mask again; the result equals explicit attention with that mask on its weights.
+
+    ``sinks`` ``(H,)`` (q ``(..., H, T, Dh)``): one logit per head in every row's denominator (gpt-oss). The tiles
+    need not know: with ``L`` the row's log-sum-exp over the real keys, the sink's extra ``exp(sink)`` multiplies the
+    finished row by ``exp(L) / (exp(L) + exp(sink)) = sigmoid(L - sink)`` (``merge_attention_states`` with a block of
+    one key whose value is 0). The lse returned stays the real keys'.
     """
     _check_qkv(q, k, v, mask)
+    if sinks is not None:
+        _check_sinks(sinks, q)
     causal = check_flag("causal", causal)
     block_size = check_positive_int("block_size", block_size)
     dropout_p = check_probability("dropout_p", dropout_p)
@@ -674,6 +771,8 @@ def flash_attention(
         _check_tiles_finite(q, k, scale, block_size)
     seed = _dropout_seed() if dropout_p > 0 else 0  # saved instead of the masks: the backward draws them again
     context, lse = _FlashAttention.apply(q, k, v, mask, causal, scale, block_size, dropout_p, seed, window)
+    if sinks is not None:  # (..., H, T) - (H, 1): each row's share of its denominator that real keys hold
+        context = context * torch.sigmoid(lse - sinks.to(lse.dtype)[:, None])[..., None]  # 0 where lse = -inf
     return (context, lse) if return_lse else context
 
 
@@ -926,17 +1025,24 @@ def flash_kernel(
     scale: float | None = None,
     dropout_p: float = 0.0,
     is_causal: bool = False,
+    *,
+    softcap: float | None = None,
+    sinks: Tensor | None = None,
 ) -> tuple[Tensor, None]:
     """``flash_attention`` with the kernels' signature, for ``KERNELS["flash"]``. Returns ``(context, None)``.
 
     ``is_causal`` means what it means for the other kernels, the top-left triangle (``causal_mask``); it differs
-    from ``flash_attention``'s bottom-right one only when T != S, and then goes in as a mask.
+    from ``flash_attention``'s bottom-right one only when T != S, and then goes in as a mask. ``sinks`` as in
+    ``flash_attention``; ``softcap`` is refused (ValueError): these tiles keep no tanh for the backward.
     """
+    if softcap is not None:
+        raise ValueError(f"flash_kernel cannot apply softcap, got softcap={softcap!r}: the tiled kernel's backward "
+                         f"recomputes plain scores; use explicit_attention for a soft-capped softmax")
     is_causal = check_flag("is_causal", is_causal)
     if is_causal and q.dim() >= 2 and k.dim() >= 2 and q.shape[-2] != k.shape[-2]:
         mask = combine_masks(causal_mask(q.shape[-2], k.shape[-2], device=q.device), mask)
         is_causal = False
-    return flash_attention(q, k, v, causal=is_causal, scale=scale, mask=mask, dropout_p=dropout_p), None
+    return flash_attention(q, k, v, causal=is_causal, scale=scale, mask=mask, dropout_p=dropout_p, sinks=sinks), None
 
 
 KERNELS = {"explicit": explicit_attention, "sdpa": sdpa_attention, "flash": flash_kernel}

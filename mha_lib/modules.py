@@ -15,15 +15,19 @@ printed numbers carry over. Beware its naming trap: in ``MultiHeadAttentionWrapp
 
 from __future__ import annotations
 
+import numbers
+
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .cache import KVCache
 from .functional import (
-    KERNELS, expand_kv_heads, explicit_attention, flash_attention, merge_heads, sdpa_attention, split_heads,
+    KERNELS, expand_kv_heads, explicit_attention, flash_attention, flash_kernel, merge_heads, sdpa_attention,
+    split_heads,
 )
 from .masks import causal_mask, causal_mask_at, combine_masks, mask_from_key_padding, mask_from_valid_lens
-from .positions import apply_rope
+from .positions import YaRN, apply_rope
 from .validation import (
     check_divisible,
     check_flag,
@@ -60,15 +64,47 @@ def _check_bias_flag(qkv_bias) -> bool:
     return check_flag("qkv_bias", qkv_bias)
 
 
+#: ``MultiHeadAttention``'s choices for ``qk_norm`` and ``gate`` (None: off)
+QK_NORMS = ("head", "projection", "l2")
+GATES = ("elementwise", "head")
+
+
+def _check_choice(name: str, value, choices: tuple[str, ...]) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be None or one of {list(choices)}, got {type(value).__name__} {value!r}")
+    if value not in choices:
+        raise ValueError(f"{name} must be None or one of {list(choices)}, got {value!r}")
+    return value
+
+
+def _check_rope_fraction(rope_fraction, rope_theta: float | None) -> float:
+    """A real number in (0, 1]; other than 1 only with rotary positions."""
+    if isinstance(rope_fraction, bool) or not isinstance(rope_fraction, numbers.Real):
+        raise TypeError(f"rope_fraction must be a float in (0, 1], got {type(rope_fraction).__name__} "
+                        f"{rope_fraction!r}")
+    rope_fraction = float(rope_fraction)
+    if not 0.0 < rope_fraction <= 1.0:
+        raise ValueError(f"rope_fraction must be in (0, 1] (the share of each head's dimensions that rotate), got "
+                         f"{rope_fraction:g}")
+    if rope_fraction != 1.0 and rope_theta is None:
+        raise ValueError(f"rope_fraction={rope_fraction:g} needs rope_theta: without rotary positions (a NoPE layer, "
+                         f"rope_theta=None) no dimension rotates")
+    return rope_fraction
+
+
 def causal_attention_at(
     kernel: str, q: Tensor, k: Tensor, v: Tensor, *, first_query: int = 0, first_key: int = 0,
     window: int | None = None, mask: Tensor | None = None, scale: float | None = None, dropout_p: float = 0.0,
+    softcap: float | None = None, sinks: Tensor | None = None,
 ):
     """Causal attention at the tokens' true positions, with the kernel named ``kernel`` (a key of ``KERNELS``).
 
     Query ``i`` sits at position ``first_query + i`` and key ``j`` at ``first_key + j``; a query at ``m`` sees the
     key at ``n`` when ``n <= m`` and, with a ``window`` W, ``n > m - W`` (``causal_mask_at``'s rule). ``mask`` is an
-    optional keep mask on top (padding). Returns ``(context, weights)`` as the kernels do.
+    optional keep mask on top (padding). ``softcap`` and ``sinks`` go to the kernel (which refuses what it cannot
+    do: see ``functional``). Returns ``(context, weights)`` as the kernels do.
 
     Each kernel gets the triangle in the form it needs, so that only the explicit kernel pays for a ``(T, S)``
     mask (it builds the ``(T, S)`` weights anyway): the tiled kernel aligns its triangle bottom-right (the queries
@@ -79,18 +115,23 @@ def causal_attention_at(
     """
     T, S = q.shape[-2], k.shape[-2]
     diagonal = first_query - first_key  # query i sees key j when j <= i + diagonal
+    controls = {"softcap": softcap, "sinks": sinks}  # both None in every layer of chapters 1-14
     if kernel == "sdpa":
         return sdpa_attention(q, k, v, mask=mask, scale=scale, dropout_p=dropout_p, is_causal=True,
-                              diagonal=diagonal, window=window)
+                              diagonal=diagonal, window=window, **controls)
     if kernel == "flash" and diagonal == S - T:  # the tiled kernel's own bottom-right triangle
-        return flash_attention(q, k, v, causal=True, window=window, mask=mask, scale=scale, dropout_p=dropout_p), None
+        if softcap is not None:
+            return flash_kernel(q, k, v, softcap=softcap)  # refuses it, with the kernel's message
+        return flash_attention(q, k, v, causal=True, window=window, mask=mask, scale=scale, dropout_p=dropout_p,
+                               sinks=sinks), None
     if diagonal == 0 and window is None:  # the top-left triangle: every kernel takes it as a flag
-        return KERNELS[kernel](q, k, v, mask=mask, scale=scale, dropout_p=dropout_p, is_causal=True)
+        return KERNELS[kernel](q, k, v, mask=mask, scale=scale, dropout_p=dropout_p, is_causal=True, **controls)
     positional = causal_mask_at(  # (T, S): the explicit kernel, or a window on causal cross-attention
         torch.arange(first_query, first_query + T, device=q.device),
         torch.arange(first_key, first_key + S, device=q.device), window=window,
     )
-    return KERNELS[kernel](q, k, v, mask=combine_masks(positional, mask), scale=scale, dropout_p=dropout_p)
+    return KERNELS[kernel](q, k, v, mask=combine_masks(positional, mask), scale=scale, dropout_p=dropout_p,
+                           **controls)
 
 
 class SelfAttention(nn.Module):
@@ -254,7 +295,8 @@ class _MultiHeadBase(nn.Module):
 
     def _attend(
         self, q: Tensor, k: Tensor, v: Tensor, key_padding_mask, valid_lens, return_weights: bool,
-        first_query: int = 0, first_key: int = 0, window: int | None = None,
+        first_query: int = 0, first_key: int = 0, window: int | None = None, *, scale: float | None = None,
+        softcap: float | None = None, sinks: Tensor | None = None, gate: Tensor | None = None,
     ):
         B, _, T, _ = q.shape
         S = k.shape[2]
@@ -265,10 +307,13 @@ class _MultiHeadBase(nn.Module):
             # differ after a KV cache) and the window; only the explicit kernel turns them into a (T, S) mask
             context, weights = causal_attention_at(
                 self.kernel, q, k, v, first_query=first_query, first_key=first_key, window=window, mask=padding,
-                dropout_p=dropout_p,
+                scale=scale, dropout_p=dropout_p, softcap=softcap, sinks=sinks,
             )  # (B, H, T, Dh), (B, H, T, S) or None
         else:
-            context, weights = KERNELS[self.kernel](q, k, v, mask=padding, dropout_p=dropout_p)
+            context, weights = KERNELS[self.kernel](q, k, v, mask=padding, scale=scale, dropout_p=dropout_p,
+                                                    softcap=softcap, sinks=sinks)
+        if gate is not None:  # (B, H, T, Dh) or (B, H, T, 1), in (0, 1): each head's output, dimmed per token
+            context = context * gate
         out = self.out_proj(merge_heads(context))  # (B, H, T, Dh) -> (B, T, H·Dh) -> (B, T, d_out)
         return (out, weights) if return_weights else out
 
@@ -307,6 +352,29 @@ class MultiHeadAttention(_MultiHeadBase):
     ``head_dim=Dh``     the heads' width when ``num_heads · Dh`` differs from ``d_out`` (Gemma, Qwen3);
                         ``out_proj`` maps ``H·Dh`` back to ``d_out``.
     ``out_bias``        whether ``out_proj`` has a bias (Llama has none).
+
+    How large the scores get and where the attention mass goes (chapter 15), all off by default; with every one
+    at its default the layer creates, draws and computes exactly what it did without them:
+
+    ``qk_norm``         ``"head"``: RMSNorm with a learned weight over each head's Dh, on q and k **before** RoPE
+                        (Qwen3, Qwen3-Next, Gemma 3); ``"projection"``: over the whole q (H·Dh) and k (G·Dh)
+                        projections before the head split (OLMo 2/3); ``"l2"``: weightless, per head, **after**
+                        RoPE (Llama 4's ``L2Norm``, which is an RMS norm: each head vector ends with length ≈ √Dh).
+                        ``norm_eps`` is its epsilon. Gemma's ``x·(1 + w)`` is this with weight ``1 + w``.
+    ``scale=s``         the softmax scale instead of ``1/√Dh`` (Gemma: ``query_pre_attn_scalar ** -0.5``).
+    ``softcap=c``       scores -> ``c·tanh(scores / c)`` before the mask (Gemma 2). Needs ``kernel="explicit"``.
+    ``sinks=True``      a learned logit per head (``self.sinks``, ``(H,)``, starts at 0) joins each row's softmax
+                        denominator (gpt-oss); the weights returned cover the real keys and sum to less than 1.
+                        Needs ``kernel="explicit"`` or ``"flash"`` (SDPA has no column to add).
+    ``gate``            ``"elementwise"``: each head's output times ``sigmoid(x W_gate)`` (``W_gate``: d_in -> H·Dh),
+                        before ``out_proj`` (Qwen3-Next, Qiu et al. 2025); ``"head"``: one gate per head
+                        (d_in -> H). The gate reads the query token's own input x.
+    ``rope_fraction=f`` only the first ``int(f·Dh)`` dimensions of each q and k head rotate (rotate-half within
+                        them, speeds θ^(-2i/rotating width)); the rest pass unrotated (Qwen3-Next: 0.25). Needs
+                        ``rope_theta``; ``rope_theta=None`` is a layer without positions (NoPE: Llama 4, SmolLM3).
+    ``yarn``            a ``YaRN``: the rotary speeds stretched, and cos/sin times its ``rope_gain`` (gpt-oss).
+
+    Every control works with the KV cache (the cache holds the normed, rotated keys) and ``return_weights``.
     """
 
     def __init__(
@@ -326,16 +394,37 @@ class MultiHeadAttention(_MultiHeadBase):
         rope_theta: float | None = None,
         window: int | None = None,
         out_bias: bool = True,
+        qk_norm: str | None = None,
+        norm_eps: float = 1e-6,
+        scale: float | None = None,
+        softcap: float | None = None,
+        sinks: bool = False,
+        gate: str | None = None,
+        rope_fraction: float = 1.0,
+        yarn: YaRN | None = None,
     ):
         super().__init__(d_in, d_out, context_length, dropout, num_heads, kernel, causal, head_dim)
         self.d_kv_in = d_in if d_kv_in is None else check_positive_int("d_kv_in", d_kv_in)
         self.num_kv_heads = self._check_kv_heads(num_kv_heads)
         self.rope_theta = None if rope_theta is None else check_positive_float("rope_theta", rope_theta)
-        if self.rope_theta is not None and self.head_dim % 2:
+        self.rope_fraction = _check_rope_fraction(rope_fraction, self.rope_theta)
+        self.rope_dim = int(self.head_dim * self.rope_fraction)  # the rotating width, as transformers cuts it
+        if self.rope_theta is not None and self.rope_fraction == 1.0 and self.head_dim % 2:
             raise ValueError(
                 f"rope_theta needs an even head size (RoPE turns the dimensions in pairs), got head_dim = "
                 f"{self.head_dim}; choose d_out and num_heads (or head_dim) so that the head size is even"
             )
+        if self.rope_theta is not None and (self.rope_dim < 2 or self.rope_dim % 2):
+            raise ValueError(
+                f"rope_fraction={self.rope_fraction:g} rotates int({self.rope_fraction:g} × head_dim "
+                f"{self.head_dim}) = {self.rope_dim} dimensions, expected an even number >= 2 (RoPE turns the "
+                f"dimensions in pairs); choose rope_fraction so that rope_fraction × head_dim is even"
+            )
+        if yarn is not None and not isinstance(yarn, YaRN):
+            raise TypeError(f"yarn must be a mha_lib.YaRN or None, got {type(yarn).__name__}")
+        if yarn is not None and self.rope_theta is None:
+            raise ValueError("yarn stretches rotary positions: it needs rope_theta (this layer has no positions)")
+        self.yarn = yarn
         self.window = None if window is None else check_int("window", window, low=1)
         if self.window is not None and not self.causal:
             raise ValueError("window needs causal=True: a sliding window limits how far back a causal query looks")
@@ -353,6 +442,37 @@ class MultiHeadAttention(_MultiHeadBase):
         self.W_key = nn.Linear(self.d_kv_in, kv_width, bias=qkv_bias)
         self.W_value = nn.Linear(self.d_kv_in, kv_width, bias=qkv_bias)
         self.out_proj = nn.Linear(inner, d_out, bias=check_flag("out_bias", out_bias))
+        # chapter 15's controls: created after the four projections, and only when asked for, so that a layer
+        # without them draws the same random numbers as before (torch.manual_seed gives the book's weights)
+        self.qk_norm = _check_choice("qk_norm", qk_norm, QK_NORMS)
+        self.norm_eps = check_positive_float("norm_eps", norm_eps)
+        if self.qk_norm in ("head", "projection"):  # weights start at 1 (nn.RMSNorm's default): nothing is drawn
+            per_head = self.qk_norm == "head"
+            self.q_norm = nn.RMSNorm(self.head_dim if per_head else inner, eps=self.norm_eps)
+            self.k_norm = nn.RMSNorm(self.head_dim if per_head else kv_width, eps=self.norm_eps)
+        self.scale = None if scale is None else check_positive_float("scale", scale)
+        self.softcap = None if softcap is None else check_positive_float("softcap", softcap)
+        self.sinks = nn.Parameter(torch.zeros(self.num_heads)) if check_flag("sinks", sinks) else None
+        self.gate = _check_choice("gate", gate, GATES)
+        if self.gate is not None:  # Qwen3-Next's gate shares q_proj's bias setting
+            self.W_gate = nn.Linear(d_in, inner if self.gate == "elementwise" else self.num_heads, bias=qkv_bias)
+        if yarn is not None:  # not persistent: derived from yarn and the rotating width
+            self.register_buffer("rope_speeds", yarn.speeds(self.rope_dim, self.rope_theta), persistent=False)
+        self._check_kernel_controls()
+
+    def _check_kernel_controls(self) -> None:
+        """softcap needs the explicit kernel, sinks the explicit or the tiled one (see ``functional``)."""
+        if self.softcap is not None and self.kernel != "explicit":
+            raise ValueError(
+                f"softcap={self.softcap:g} needs kernel='explicit', got kernel={self.kernel!r}: the cap is a tanh of "
+                f"every score, which {'SDPA never exposes' if self.kernel == 'sdpa' else 'the tiled backward omits'}"
+            )
+        if self.sinks is not None and self.kernel == "sdpa":
+            raise ValueError(
+                "sinks=True needs kernel='explicit' or kernel='flash', got kernel='sdpa': a sink is one more column "
+                "in each row's softmax (explicit) or a rescaling by the row's log-sum-exp (flash), and SDPA offers "
+                "neither"
+            )
 
     def _check_kv_heads(self, num_kv_heads) -> int:
         if num_kv_heads is None:
@@ -365,6 +485,17 @@ class MultiHeadAttention(_MultiHeadBase):
             )
         return num_kv_heads
 
+    def _rope(self, x: Tensor, positions: Tensor) -> Tensor:
+        """RoPE on the first ``rope_dim`` dimensions of each head ``(..., T, Dh)``; the others pass unrotated."""
+        if self.rope_dim == self.head_dim and self.yarn is None:
+            return apply_rope(x, positions, self.rope_theta)  # the whole head: chapter 13's layer, unchanged
+        turning, passing = x[..., : self.rope_dim], x[..., self.rope_dim:]  # (..., T, r), (..., T, Dh - r)
+        speeds = None if self.yarn is None else self.rope_speeds.to(x.device)
+        turned = apply_rope(turning, positions, self.rope_theta, speeds=speeds)  # speeds θ^(-2i/r) over r
+        if self.yarn is not None and self.yarn.rope_gain != 1.0:
+            turned = turned * self.yarn.rope_gain  # YaRN scales cos and sin, so only the rotating part
+        return torch.cat([turned, passing], dim=-1)  # (..., T, Dh)
+
     def forward(
         self,
         x: Tensor,
@@ -376,6 +507,7 @@ class MultiHeadAttention(_MultiHeadBase):
         kv_cache: KVCache | None = None,
     ):
         self._check_return_weights(return_weights)
+        self._check_kernel_controls()  # again: kernel is a plain attribute, and may have been changed
         past = self._check_cache(kv_cache, x, kv, key_padding_mask, valid_lens)
         max_len = self.context_length - past if self.causal else None
         check_sequence("x", x, self.d_in, max_len=max_len)
@@ -398,20 +530,34 @@ class MultiHeadAttention(_MultiHeadBase):
                 raise ValueError(
                     f"kv must have the same batch size as x, got kv {tuple(kv.shape)} and x {tuple(x.shape)}"
                 )
-        q = split_heads(self.W_query(x), self.num_heads)  # (B, T, H·Dh) -> (B, H, T, Dh)
-        k = split_heads(self.W_key(kv), self.num_kv_heads)  # (B, S, G·Dh) -> (B, G, S, Dh)
+        q, k = self.W_query(x), self.W_key(kv)  # (B, T, H·Dh), (B, S, G·Dh)
+        if self.qk_norm == "projection":  # OLMo 2/3: over the whole projection, before the split and RoPE
+            q, k = self.q_norm(q), self.k_norm(k)
+        q = split_heads(q, self.num_heads)  # (B, T, H·Dh) -> (B, H, T, Dh)
+        k = split_heads(k, self.num_kv_heads)  # (B, S, G·Dh) -> (B, G, S, Dh)
         v = split_heads(self.W_value(kv), self.num_kv_heads)  # (B, S, G·Dh) -> (B, G, S, Dh)
+        if self.qk_norm == "head":  # Qwen3, Gemma 3: each head's Dh, before RoPE (the weight does not commute with it)
+            q, k = self.q_norm(q), self.k_norm(k)
         positions = torch.arange(past, past + x.shape[1], device=x.device)  # the chunk's true positions
         if self.rope_theta is not None:  # after the projection, before the scores; v carries no position
-            q = apply_rope(q, positions, self.rope_theta)
-            k = apply_rope(k, positions, self.rope_theta)
+            q = self._rope(q, positions)
+            k = self._rope(k, positions)
+        if self.qk_norm == "l2":  # Llama 4: weightless, after RoPE (a rotation keeps the RMS: the order is moot)
+            q = F.rms_norm(q, (self.head_dim,), eps=self.norm_eps)
+            k = F.rms_norm(k, (self.head_dim,), eps=self.norm_eps)
         first_key = 0  # keys at 0 .. S-1 (S = T unless kv is another sequence)
         if kv_cache is not None:
             k, v = kv_cache.append(k, v)  # (B, G, S, Dh): the cached tokens, then this chunk's
             first_key = kv_cache.start  # the oldest token held (a window's cache drops the older ones)
         k = expand_kv_heads(k, self.num_heads)  # (B, G, S, Dh) -> (B, H, S, Dh)
         v = expand_kv_heads(v, self.num_heads)  # (B, G, S, Dh) -> (B, H, S, Dh)
-        result = self._attend(q, k, v, key_padding_mask, valid_lens, return_weights, past, first_key, self.window)
+        gate = None
+        if self.gate is not None:  # from the queries' own tokens: (B, T, H·Dh) or (B, T, H)
+            g = torch.sigmoid(self.W_gate(x))
+            # (B, T, H·Dh) -> (B, T, H, Dh) -> (B, H, T, Dh), or (B, T, H) -> (B, H, T) -> (B, H, T, 1)
+            gate = split_heads(g, self.num_heads) if self.gate == "elementwise" else g.transpose(1, 2)[..., None]
+        result = self._attend(q, k, v, key_padding_mask, valid_lens, return_weights, past, first_key, self.window,
+                              scale=self.scale, softcap=self.softcap, sinks=self.sinks, gate=gate)
         if kv_cache is not None and self.window is not None:
             kv_cache.keep_last(self.window - 1)  # the next query sees itself and the W - 1 tokens before it
         return result
@@ -444,6 +590,19 @@ class MultiHeadAttention(_MultiHeadBase):
             extra += f", rope_theta={self.rope_theta:g}"
         if self.window is not None:
             extra += f", window={self.window}"
+        if self.rope_fraction != 1.0:
+            extra += f", rope_fraction={self.rope_fraction:g}"
+        if self.yarn is not None:
+            extra += f", yarn=YaRN(factor={self.yarn.factor:g})"
+        if self.qk_norm is not None:
+            extra += f", qk_norm={self.qk_norm!r}, norm_eps={self.norm_eps:g}"
+        for name in ("scale", "softcap"):
+            if getattr(self, name) is not None:
+                extra += f", {name}={getattr(self, name):g}"
+        if self.sinks is not None:
+            extra += ", sinks=True"
+        if self.gate is not None:
+            extra += f", gate={self.gate!r}"
         return super().extra_repr() + extra
 
 
