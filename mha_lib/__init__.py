@@ -140,10 +140,12 @@ from .runtime import get_device, make_reproducible
 from .sizes import (
     DECODER_CONFIGS,
     GPT_CONFIGS,
+    MIXED_WINDOW_CONFIGS,
     DecoderAttention,
     GPTConfig,
     attention_parameter_count,
     gpt_parameter_count,
+    interleaved_layer_types,
     kv_cache_bytes,
     latent_attention_parameter_count,
 )
@@ -173,7 +175,7 @@ def __dir__():
 __all__ = [
     "MultiHeadLatentAttention", "OnlineSoftmaxState", "YaRN", "attention_from_deepseek", "flash_attention",
     "flash_kernel", "latent_attention_parameter_count", "online_softmax_start", "online_softmax_step", "yarn_mscale",
-    "merge_attention_states", "softcap_scores", "softmax_with_sinks",
+    "merge_attention_states", "softcap_scores", "softmax_with_sinks", "MIXED_WINDOW_CONFIGS", "interleaved_layer_types",
     "DECODER_CONFIGS", "DecoderAttention", "KVCache", "apply_rope", "apply_rope_interleaved", "attention_from_llama",
     "causal_mask_at", "expand_kv_heads", "interleaved_order", "kv_cache_bytes", "rope_cos_sin", "rope_frequencies",
     "rotate_half", "sinusoidal_positions", "sliding_window_mask", "get_language", "set_language",

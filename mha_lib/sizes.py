@@ -4,6 +4,7 @@
     gpt_parameter_count(D, L)      the whole GPT-2-style decoder: embeddings, L blocks, final layer norm
     kv_cache_bytes(L, G, Dh, T)    L × 2 × G × Dh × T × bytes: what a decoder keeps per sequence while it generates
     kv_cache_bytes(L, tokens=T, kv_lora_rank=r, qk_rope_head_dim=dr)   L × (r + dr) × T × bytes: MLA (chapter 14)
+    kv_cache_bytes(L, G, Dh, T, window=W, layer_types=[...])   sliding layers hold min(T, W), full ones T (chapter 15)
     latent_attention_parameter_count(...)   the parameters of DeepSeek's latent attention layer
 
 The number of heads does not change the count of the 2017 layer, on purpose: the heads *share out* the D columns
@@ -129,6 +130,9 @@ class DecoderAttention(NamedTuple):
     window: int | None = None  # sliding window W: a step reads W tokens at most (W − 1 cached + the current one)
     kv_lora_rank: int | None = None  # latent attention: the latent's width
     qk_rope_head_dim: int | None = None  # latent attention: the shared rotary key's width
+    # one entry per layer, "sliding" or "full" (chapter 15): only the sliding layers keep to the window; None: the
+    # window, if any, holds in every layer
+    layer_types: tuple[str, ...] | None = None
 
     @property
     def cache_numbers_per_token(self) -> int:
@@ -145,9 +149,10 @@ class DecoderAttention(NamedTuple):
         if self.kv_lora_rank is not None or self.qk_rope_head_dim is not None:
             return kv_cache_bytes(self.n_layers, tokens=tokens, kv_lora_rank=self.kv_lora_rank,
                                   qk_rope_head_dim=self.qk_rope_head_dim, bytes_per_element=bytes_per_element,
-                                  batch_size=batch_size, window=self.window)
+                                  batch_size=batch_size, window=self.window, layer_types=self.layer_types)
         return kv_cache_bytes(self.n_layers, self.num_kv_heads, self.head_dim, tokens,
-                              bytes_per_element=bytes_per_element, batch_size=batch_size, window=self.window)
+                              bytes_per_element=bytes_per_element, batch_size=batch_size, window=self.window,
+                              layer_types=self.layer_types)
 
 
 #: Published configurations (their config.json / papers): the 2017 layout (G = H), GQA, GQA with a window, MLA.
@@ -164,6 +169,36 @@ DECODER_CONFIGS = {
     # DeepSeek-V3's config.json: 128 heads of 128 + 64 (qk_nope + qk_rope) for queries and keys, 128 for values
     "deepseek-v3": DecoderAttention(n_layers=61, num_heads=128, num_kv_heads=128, head_dim=192, d_model=7168,
                                     context_length=163840, kv_lora_rank=512, qk_rope_head_dim=64),
+}
+
+
+def interleaved_layer_types(n_layers: int, full_every: int) -> tuple[str, ...]:
+    """``("sliding", ..., "full", ...)``: layer ``i`` is full when ``(i + 1) % full_every == 0``, sliding otherwise.
+
+    The rule of transformers' configs when ``layer_types`` is not given: Gemma 3 ``full_every=6`` (5 sliding : 1 full),
+    OLMo 3 ``4`` (3 : 1), gpt-oss and Gemma 2 ``2`` (1 : 1, layer 0 sliding). ``full_every=1``: every layer full.
+    """
+    n_layers = check_positive_int("n_layers", n_layers)
+    full_every = check_positive_int("full_every", full_every)
+    return tuple("full" if (i + 1) % full_every == 0 else "sliding" for i in range(n_layers))
+
+
+#: Published decoders whose layers mix a sliding window and full attention (their config.json): every layer's kind
+#: in ``layer_types``, the sliding layers' window in ``window``. Kept apart from ``DECODER_CONFIGS``, whose layers
+#: all share one rule (chapters 12-14).
+MIXED_WINDOW_CONFIGS = {
+    # Gemma 3 27B: 62 layers, 5 local (1,024-token window) : 1 global; 32 query heads of 128, 16 kv heads
+    "gemma-3-27b": DecoderAttention(n_layers=62, num_heads=32, num_kv_heads=16, head_dim=128, d_model=5376,
+                                    context_length=131072, window=1024,
+                                    layer_types=interleaved_layer_types(62, 6)),
+    # gpt-oss-120b: 36 layers alternating a 128-token window and full attention; 64 query heads of 64, 8 kv heads
+    "gpt-oss-120b": DecoderAttention(n_layers=36, num_heads=64, num_kv_heads=8, head_dim=64, d_model=2880,
+                                     context_length=131072, window=128, layer_types=interleaved_layer_types(36, 2)),
+    "gpt-oss-20b": DecoderAttention(n_layers=24, num_heads=64, num_kv_heads=8, head_dim=64, d_model=2880,
+                                    context_length=131072, window=128, layer_types=interleaved_layer_types(24, 2)),
+    # OLMo 3 7B: 32 layers, 3 sliding (4,096-token window) : 1 full; 32 heads of 128, no key/value sharing
+    "olmo-3-7b": DecoderAttention(n_layers=32, num_heads=32, num_kv_heads=32, head_dim=128, d_model=4096,
+                                  context_length=65536, window=4096, layer_types=interleaved_layer_types(32, 4)),
 }
 
 
@@ -190,6 +225,7 @@ def kv_cache_bytes(
     bytes_per_element: int = 2,
     batch_size: int = 1,
     window: int | None = None,
+    layer_types=None,
 ) -> int:
     """Bytes a decoder's KV cache holds: ``layers × 2 (K and V) × G × Dh × tokens × bytes × batch``.
 
@@ -200,6 +236,11 @@ def kv_cache_bytes(
     Latent attention (MLA, chapter 14): give ``kv_lora_rank`` r and ``qk_rope_head_dim`` dr instead of G and Dh;
     each token then costs ``r + dr`` numbers per layer (the latent and the shared rotary key):
     ``layers × (r + dr) × tokens × bytes × batch``.
+
+    Layers of two kinds (chapter 15): ``layer_types`` names each of the ``n_layers`` layers ``"sliding"`` or
+    ``"full"`` (transformers' ``"sliding_attention"`` and ``"full_attention"`` are read too); a sliding layer holds
+    ``min(tokens, window)`` tokens, a full one all ``tokens``. Only the full layers grow with the context: Gemma 3's
+    5 : 1 pattern caches about a sixth of what 62 full layers would at 128K tokens.
     """
     n_layers = check_positive_int("n_layers", n_layers)
     if tokens is None:
@@ -207,7 +248,15 @@ def kv_cache_bytes(
     tokens = check_int("tokens", tokens, low=0)
     bytes_per_element = check_positive_int("bytes_per_element", bytes_per_element)
     batch_size = check_positive_int("batch_size", batch_size)
-    held = tokens if window is None else min(tokens, check_positive_int("window", window))
+    window = None if window is None else check_positive_int("window", window)
+    held = tokens if window is None else min(tokens, window)
+    layers_held = n_layers * held  # Σ over the layers of the tokens each holds
+    if layer_types is not None:
+        kinds = _layer_kinds(layer_types, n_layers)
+        if "sliding" in kinds and window is None:
+            raise ValueError(f"layer_types has {kinds.count('sliding')} sliding layers but window is None: give the "
+                             f"sliding layers' window (config.json's sliding_window)")
+        layers_held = sum(tokens if kind == "full" else held for kind in kinds)
     latent = kv_lora_rank is not None or qk_rope_head_dim is not None
     if latent:
         if num_kv_heads is not None or head_dim is not None:
@@ -224,7 +273,25 @@ def kv_cache_bytes(
             raise TypeError("kv_cache_bytes needs num_kv_heads and head_dim (or, for latent attention, kv_lora_rank "
                             "and qk_rope_head_dim)")
         per_token = 2 * check_positive_int("num_kv_heads", num_kv_heads) * check_positive_int("head_dim", head_dim)
-    return n_layers * per_token * held * bytes_per_element * batch_size
+    return per_token * layers_held * bytes_per_element * batch_size
+
+
+#: the spellings of a layer's kind that ``kv_cache_bytes`` reads: ours, and transformers' ``config.layer_types``
+_LAYER_KINDS = {"sliding": "sliding", "full": "full", "sliding_attention": "sliding", "full_attention": "full"}
+
+
+def _layer_kinds(layer_types, n_layers: int) -> list[str]:
+    if isinstance(layer_types, str) or not isinstance(layer_types, (list, tuple)):
+        raise TypeError(f"layer_types must be a list of 'sliding' / 'full', one per layer, got "
+                        f"{type(layer_types).__name__} {str(layer_types)[:40]!r}")
+    if len(layer_types) != n_layers:
+        raise ValueError(f"layer_types must name each of the n_layers = {n_layers} layers, got {len(layer_types)} "
+                         f"entries")
+    bad = [kind for kind in layer_types if not isinstance(kind, str) or kind not in _LAYER_KINDS]
+    if bad:
+        raise ValueError(f"layer_types entries must be 'sliding' or 'full' (or transformers' 'sliding_attention' / "
+                         f"'full_attention'), got {bad[0]!r}")
+    return [_LAYER_KINDS[kind] for kind in layer_types]
 
 
 def latent_attention_parameter_count(
@@ -263,6 +330,7 @@ def latent_attention_parameter_count(
 
 
 __all__ = [
-    "DECODER_CONFIGS", "DecoderAttention", "GPTConfig", "GPT_CONFIGS", "attention_parameter_count", "decoder_config",
-    "gpt_parameter_count", "kv_cache_bytes", "latent_attention_parameter_count",
+    "DECODER_CONFIGS", "DecoderAttention", "GPTConfig", "GPT_CONFIGS", "MIXED_WINDOW_CONFIGS",
+    "attention_parameter_count", "decoder_config", "gpt_parameter_count", "interleaved_layer_types", "kv_cache_bytes",
+    "latent_attention_parameter_count",
 ]

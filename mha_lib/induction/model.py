@@ -177,6 +177,12 @@ class ModelConfig:
     d_model: int = 64
     num_heads: int = 4
     causal: bool = True
+    layer_types: tuple[str, ...] | None = None  # per layer "sliding" (a window) or "full"; None: all full
+    window: int | None = None  # the sliding layers' window
+
+
+#: what ``AttentionOnlyTransformer``'s ``layer_types`` may name (chapter 15): a layer with a window, or without
+LAYER_TYPES = ("sliding", "full")
 
 
 class AttentionOnlyTransformer(nn.Module):
@@ -186,21 +192,33 @@ class AttentionOnlyTransformer(nn.Module):
     ``(B, T, vocab_size)`` (position ``t`` predicts token ``t + 1``), and a tuple of ``(B, H, T, T)`` weights,
     one per layer, with ``return_weights=True``. ``head_mask`` ``(L, H)``: 1 keeps a head, 0 knocks it out (its
     output is zeroed before the output projection), as in chapter 10.
+
+    ``layer_types`` (chapter 15): one entry per layer, ``"sliding"`` (query t sees keys ``t - window + 1 .. t``) or
+    ``"full"``, as in Gemma 3's or gpt-oss's ``config.layer_types``; ``window`` is the sliding layers' window.
+    ``attention`` (chapter 15): more keyword arguments for every layer's ``MultiHeadAttention``, e.g.
+    ``{"sinks": True}`` or ``{"gate": "elementwise"}``; the layer checks them. Both default to chapter 11's model.
     """
 
     def __init__(self, task: InductionTask, num_layers: int = 2, d_model: int = 64, num_heads: int = 4,
-                 causal: bool = True):
+                 causal: bool = True, *, layer_types: Sequence[str] | None = None, window: int | None = None,
+                 attention: dict | None = None):
         super().__init__()
         if not isinstance(task, InductionTask):
             raise TypeError(f"task must be an InductionTask, got {type(task).__name__}")
         self.task = task
-        self.config = ModelConfig(check_positive_int("num_layers", num_layers), check_positive_int("d_model", d_model),
-                                  check_positive_int("num_heads", num_heads), check_flag("causal", causal))
+        num_layers = check_positive_int("num_layers", num_layers)
+        layer_types, window = _check_layer_types(layer_types, window, num_layers, check_flag("causal", causal))
+        attention = _check_attention_options(attention)
+        self.config = ModelConfig(num_layers, check_positive_int("d_model", d_model),
+                                  check_positive_int("num_heads", num_heads), causal, layer_types, window)
+        self.attention_options = attention
         self.token_embedding = nn.Embedding(task.vocab_size, d_model)
         self.position_embedding = nn.Embedding(task.seq_len, d_model)
+        kinds = layer_types or ("full",) * num_layers
         self.layers = nn.ModuleList([
-            MultiHeadAttention(d_model, d_model, task.seq_len, 0.0, num_heads, causal=causal)
-            for _ in range(num_layers)
+            MultiHeadAttention(d_model, d_model, task.seq_len, 0.0, num_heads, causal=causal,
+                               window=window if kind == "sliding" else None, **attention)
+            for kind in kinds
         ])
         self.unembed = nn.Linear(d_model, task.vocab_size, bias=False)
 
@@ -252,6 +270,48 @@ class AttentionOnlyTransformer(nn.Module):
                              f"{past + tokens.shape[1]} positions exceed seq_len = {self.task.seq_len}, the positions "
                              f"the model has embeddings for")
         return past
+
+
+def _check_layer_types(layer_types, window, num_layers: int, causal: bool):
+    """``(layer_types as a tuple or None, window)`` after checking they describe ``num_layers`` layers."""
+    if layer_types is None:
+        if window is not None:
+            raise ValueError(f"window={window!r} needs layer_types: name which layers slide, e.g. "
+                             f"layer_types=['sliding', 'full']")
+        return None, None
+    if isinstance(layer_types, str) or not isinstance(layer_types, (list, tuple)):
+        raise TypeError(f"layer_types must be a list of 'sliding' / 'full', one per layer, got "
+                        f"{type(layer_types).__name__} {str(layer_types)[:40]!r}")
+    if len(layer_types) != num_layers:
+        raise ValueError(f"layer_types must name each of the num_layers = {num_layers} layers, got "
+                         f"{len(layer_types)} entries: {list(layer_types)}")
+    bad = [kind for kind in layer_types if not isinstance(kind, str) or kind not in LAYER_TYPES]
+    if bad:
+        raise ValueError(f"layer_types entries must be 'sliding' or 'full', got {bad[0]!r}")
+    if "sliding" in layer_types:
+        if window is None:
+            raise ValueError("layer_types has sliding layers but window is None: give their window, e.g. window=4")
+        window = check_positive_int("window", window)
+        if not causal:
+            raise ValueError("sliding layers need causal=True: a sliding window limits how far back a causal query "
+                             "looks")
+    elif window is not None:
+        raise ValueError(f"window={window!r} but layer_types has no sliding layer: {list(layer_types)}")
+    return tuple(layer_types), window
+
+
+def _check_attention_options(attention) -> dict:
+    """More keyword arguments for every layer (chapter 15's controls); the ones the model sets itself are refused."""
+    if attention is None:
+        return {}
+    if not isinstance(attention, dict) or not all(isinstance(key, str) for key in attention):
+        raise TypeError(f"attention must be a dict of MultiHeadAttention keyword arguments, e.g. {{'sinks': True}}, "
+                        f"got {type(attention).__name__}")
+    own = sorted(set(attention) & {"causal", "window", "kernel", "d_kv_in"})
+    if own:
+        raise ValueError(f"attention cannot set {own[0]!r}: the model sets it (causal, layer_types and window are "
+                         f"the model's own arguments; return_weights needs the explicit kernel)")
+    return dict(attention)
 
 
 def _check_tokens(name: str, tokens, task: InductionTask) -> Tensor:
