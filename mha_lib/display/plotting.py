@@ -49,7 +49,7 @@ MIN_LABEL_PX = 10.0
 MAX_HEIGHT_IN = 9.0  # 900 px: fits a 1080-line screen or projector below the notebook's toolbar
 MAX_WIDTH_IN = 10.0  # 1000 px: the notebook panel beside JupyterLab's file browser at 1,440 px shows it unscaled
 MAX_COLUMNS = 8
-PAD_IN = 0.08  # margin around the figure's content
+PAD_IN = 0.1  # margin around the figure's content: the inline backend's tight crop pads 0.1 in too, so the stored PNG keeps the figure's width
 # A row is left out of an automatic range when the rest of the data spans less than this share of it: a row of
 # weights with a single key (weight 1 by construction, it says nothing) as soon as that gains 10 % of contrast;
 # a row of scores only when it is a real outlier (1.5 × every other row).
