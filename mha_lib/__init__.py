@@ -4,8 +4,8 @@ The package is a small core — the attention the chapters teach — and a wing 
 imports no wing; a wing imports the core and the wings listed below it, never one above it.
 
     exercises/     the chapters' checkers (chapters 1-14)
-    llm/           chapters 12-14: today's decoders (GQA, the KV cache, RoPE, windows, tiles, MLA): figures,
-                   widgets, Llama and DeepSeek-V3 built offline
+    llm/           chapters 12-15: today's decoders (GQA, the KV cache, RoPE, windows, tiles, MLA): figures,
+                   widgets, Llama, DeepSeek-V3 and 2025-26's families built offline
     trained/       chapter 10: a real trained encoder, its head roles, explorer and figures
     induction/     chapter 11: a tiny model that learns induction heads on the CPU
     display/       every chapter: printing, heatmaps, explorers, static widget pictures
@@ -21,10 +21,12 @@ The core, top-down in the order the chapters teach it:
     positions.py    sinusoidal and rotary (RoPE) positions (chapter 13), YaRN's stretched RoPE (chapter 14)
     cache.py        KVCache: one layer's keys and values of the tokens already seen (chapter 12)
     modules.py      SelfAttention -> CausalAttention -> wrapper -> MultiHeadAttention -> fused;
-                    MultiHeadAttention also shares key/value heads (GQA), rotates (RoPE), windows, caches
+                    MultiHeadAttention also shares key/value heads (GQA), rotates (RoPE), windows, caches, and
+                    controls its scores (QK-norm, scale, soft-cap, sinks, output gate, partial RoPE: chapter 15)
     latent.py       MultiHeadLatentAttention: DeepSeek's keys and values through one cached latent (chapter 14)
     heads.py        three ways to form heads: projection, direct split, grouped 1×1 convolution
-    conversions.py  move weights between those layers (and into nn.MultiheadAttention, from Llama, DeepSeek-V3)
+    conversions.py  move weights between those layers (and into nn.MultiheadAttention); attention_from_transformers
+                    reads ten decoder families' attention from transformers (Llama ... gpt-oss, DeepSeek-V3)
     sizes.py        parameter counts (chapter 7) and KV-cache bytes of published decoders (chapters 12, 14)
     data.py         the small inputs the notebooks use;  runtime.py  device and reproducibility
     validation.py   argument checks with messages a student can act on
@@ -50,22 +52,26 @@ induction/ — chapter 11, heads that learn on the CPU:
                     the three shipped runs (checkpoints/, written by tests/train_induction.py)
     plots.py / trainer.py  its figures, and the live trainer widget (model.py also generates, with a KV cache)
 
-llm/ — chapters 12 to 14, the attention of today's decoders (imported on use: transformers only in llama.py and
-deepseek.py):
+llm/ — chapters 12 to 15, the attention of today's decoders (imported on use: transformers only in llama.py,
+deepseek.py and families.py):
 
     llama.py        a tiny transformers LlamaAttention built offline, called as Llama calls it
     sharing.py      chapter 12: heads grouped by shared key/value head, the G slider, the cache filling up
     rotary.py       chapter 13: rotations, frequencies, the offset widget, windows and their reach
     deepseek.py     a tiny transformers DeepseekV3Attention built offline, called as DeepSeek-V3 calls it
     scale.py        chapter 14: the memory wall, the online softmax walked block by block, tiles, MLA designs
+    families.py     chapter 15: ten families' attention from transformers built offline (Qwen3, OLMo, Gemma 2/3,
+                    gpt-oss, Qwen3-Next, Llama 4, ...), called with their own rotary and mask
 
 exercises/ — the chapters' exercise checkers, one module per chapter.
 """
 
 from .cache import KVCache
 from .conversions import (
+    TRANSFORMERS_READERS,
     attention_from_deepseek,
     attention_from_llama,
+    attention_from_transformers,
     fused_from_split,
     split_from_wrapper,
     torch_mha_from,
@@ -176,6 +182,7 @@ __all__ = [
     "MultiHeadLatentAttention", "OnlineSoftmaxState", "YaRN", "attention_from_deepseek", "flash_attention",
     "flash_kernel", "latent_attention_parameter_count", "online_softmax_start", "online_softmax_step", "yarn_mscale",
     "merge_attention_states", "softcap_scores", "softmax_with_sinks", "MIXED_WINDOW_CONFIGS", "interleaved_layer_types",
+    "TRANSFORMERS_READERS", "attention_from_transformers",
     "DECODER_CONFIGS", "DecoderAttention", "KVCache", "apply_rope", "apply_rope_interleaved", "attention_from_llama",
     "causal_mask_at", "expand_kv_heads", "interleaved_order", "kv_cache_bytes", "rope_cos_sin", "rope_frequencies",
     "rotate_half", "sinusoidal_positions", "sliding_window_mask", "get_language", "set_language",

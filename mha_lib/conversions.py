@@ -202,24 +202,7 @@ def attention_from_deepseek(deepseek_v3_attention: nn.Module, config) -> MultiHe
     rope_type = rope.get("rope_type", "default")
     if rope_type not in ("default", "yarn"):
         raise ValueError(f"attention_from_deepseek supports rope_type 'default' and 'yarn', got {rope_type!r}")
-    yarn = None
-    if rope_type == "yarn":
-        original = rope.get("original_max_position_embeddings")
-        if original is None:
-            raise ValueError("config.rope_parameters has rope_type 'yarn' but no original_max_position_embeddings "
-                             "(the context length the model was trained with before YaRN stretched it): pass the "
-                             "config the layer was built from (transformers' DeepseekV3Config sets it to "
-                             "max_position_embeddings when it is not given)")
-        if isinstance(original, bool) or not isinstance(original, (int, float)) or not original >= 1 \
-                or original != int(original):
-            raise ValueError(f"config.rope_parameters['original_max_position_embeddings'] must be a whole number of "
-                             f"positions >= 1, got {original!r}")
-        factor = rope.get("factor") or config.max_position_embeddings / original
-        yarn = YaRN(factor=float(factor), original_context_length=int(original),
-                    beta_fast=float(rope.get("beta_fast") or 32), beta_slow=float(rope.get("beta_slow") or 1),
-                    mscale=float(rope.get("mscale") or 0.0), mscale_all_dim=float(rope.get("mscale_all_dim") or 0.0),
-                    truncate=bool(rope.get("truncate", True)),
-                    attention_factor=None if rope.get("attention_factor") is None else float(rope["attention_factor"]))
+    yarn = _yarn_from(rope, config) if rope_type == "yarn" else None
     q_lora_rank = getattr(config, "q_lora_rank", None)
     kv_down = ref.kv_a_proj_with_mqa
     layer = MultiHeadLatentAttention(
@@ -249,10 +232,34 @@ def attention_from_deepseek(deepseek_v3_attention: nn.Module, config) -> MultiHe
     return _same_mode(layer, ref)
 
 
+def _yarn_from(rope: dict, config) -> YaRN:
+    """A ``YaRN`` from a config's ``rope_type="yarn"`` settings, read as transformers' ``_compute_yarn_parameters``
+    reads them (a missing factor is ``max_position_embeddings / original``)."""
+    original = rope.get("original_max_position_embeddings")
+    if original is None:
+        raise ValueError("config.rope_parameters has rope_type 'yarn' but no original_max_position_embeddings "
+                         "(the context length the model was trained with before YaRN stretched it): pass the "
+                         "config the layer was built from (transformers' DeepseekV3Config sets it to "
+                         "max_position_embeddings when it is not given)")
+    if isinstance(original, bool) or not isinstance(original, (int, float)) or not original >= 1 \
+            or original != int(original):
+        raise ValueError(f"config.rope_parameters['original_max_position_embeddings'] must be a whole number of "
+                         f"positions >= 1, got {original!r}")
+    factor = rope.get("factor") or config.max_position_embeddings / original
+    return YaRN(factor=float(factor), original_context_length=int(original),
+                beta_fast=float(rope.get("beta_fast") or 32), beta_slow=float(rope.get("beta_slow") or 1),
+                mscale=float(rope.get("mscale") or 0.0), mscale_all_dim=float(rope.get("mscale_all_dim") or 0.0),
+                truncate=bool(rope.get("truncate", True)),
+                attention_factor=None if rope.get("attention_factor") is None else float(rope["attention_factor"]))
+
+
 def _rope_parameters(config) -> dict:
     """``config.rope_parameters`` (transformers 5; ``rope_scaling`` in 4) as a dict, ``{}`` when there is none;
     an older config's ``"type"`` is read as ``"rope_type"``, as transformers does."""
-    rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
+    return _rope_dict(getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {})
+
+
+def _rope_dict(rope) -> dict:
     if not isinstance(rope, Mapping):
         raise TypeError(f"config.rope_parameters must be a dict (rope_type, rope_theta, ...), got "
                         f"{type(rope).__name__}")
@@ -274,3 +281,272 @@ def _deinterleave_rotary_rows(layer: MultiHeadLatentAttention) -> None:
         kv.weight[r:] = kv.weight[r:][order]
         if kv.bias is not None:
             kv.bias[r:] = kv.bias[r:][order]
+
+
+# --- from transformers: one entry point, one small reader per family (chapter 15) -------------------------------
+#
+# transformers keeps one folder per model, each with its own copy of the attention; the layers differ in a handful of
+# places, which are exactly MultiHeadAttention's options. A reader names them for its family and copies the weights;
+# ``_read_attention`` does the rest. Nothing of transformers is imported: the readers read attributes.
+
+
+def attention_from_transformers(module: nn.Module, config):
+    """Our layer with the weights of a transformers attention ``module`` built from ``config``, computing what it
+    computes: a ``MultiHeadAttention`` (a ``MultiHeadLatentAttention`` for DeepSeek-V3).
+
+    Dispatches on the module's class (``TRANSFORMERS_READERS``, one reader per family):
+
+    =====================  =========================================================================================
+    LlamaAttention         GQA, RoPE (chapter 12's ``attention_from_llama``)
+    Qwen3Attention         + ``qk_norm="head"`` (RMSNorm per head, before RoPE); sliding layers get ``window``
+    Olmo2/Olmo3Attention   + ``qk_norm="projection"`` (over the whole q and k projections); OLMo 3's sliding layers
+    Gemma2Attention        ``scale=query_pre_attn_scalar**-0.5``, ``softcap=attn_logit_softcapping``; sliding layers
+    Gemma3Attention        ``qk_norm="head"`` with weight ``1 + w`` (Gemma's norm is x·(1 + w)), that scale; its
+                           stored ``attn_logit_softcapping`` is not applied by Gemma 3, nor here
+    GptOssAttention        ``sinks=True`` (the learned logits copied), biases on q, k, v and o; sliding layers; YaRN
+    Qwen3NextAttention     ``gate="elementwise"`` (q_proj's rows split per head: query, then gate), ``1 + w`` norms,
+                           ``rope_fraction=partial_rotary_factor``
+    Llama4TextAttention    RoPE layers: ``qk_norm="l2"`` after RoPE, q and k rows reordered from neighbouring pairs to
+                           rotate-half; NoPE layers: ``rope_theta=None``
+    DeepseekV3Attention    ``MultiHeadLatentAttention`` (chapter 14's ``attention_from_deepseek``)
+    =====================  =========================================================================================
+
+    The layer's kind is read from ``config.layer_types[module.layer_idx]``: a sliding layer gets
+    ``window=config.sliding_window`` (transformers keeps the window in the mask it passes; here it is the layer's).
+    Each rotary setting is the layer's own (``rope_parameters`` per layer kind: Gemma 3, OLMo 3); ``rope_type``
+    ``"default"`` and ``"yarn"`` are read, others refused. On positions ``0 .. T-1`` the layer's causal forward equals
+    the module's eager forward given its rotary embedding and its model's mask for that layer (tested over random
+    tiny configs: ``mha_lib.llm.families``). The layer is in the module's mode, on its device, in its dtype.
+
+    An unsupported class is a TypeError naming it and the supported ones.
+    """
+    reader = _reader_for(module)
+    return reader(module, config)
+
+
+def _reader_for(module):
+    for cls in type(module).__mro__:  # a subclass of a supported class is read as that class
+        if cls.__name__ in TRANSFORMERS_READERS:
+            return TRANSFORMERS_READERS[cls.__name__]
+    raise TypeError(
+        f"attention_from_transformers has no reader for {type(module).__name__}: it reads "
+        f"{', '.join(TRANSFORMERS_READERS)}; another family's attention differs from these in a few places, which "
+        f"its modeling_*.py shows, and MultiHeadAttention's options may cover them"
+    )
+
+
+def _check_source(module: nn.Module, config, reader: str, projections=("q_proj", "k_proj", "v_proj", "o_proj")):
+    for name in projections:
+        if not isinstance(getattr(module, name, None), nn.Linear):
+            raise TypeError(f"{reader} reads a transformers attention with {', '.join(projections)}, got "
+                            f"{type(module).__name__} without {name}")
+    for name in ("hidden_size", "num_attention_heads", "max_position_embeddings"):
+        if not hasattr(config, name):
+            raise TypeError(f"config must be the transformers config the module was built from, got "
+                            f"{type(config).__name__} without {name}")
+
+
+def _layer_kind(module: nn.Module, config, reader: str, kinds=("full_attention", "sliding_attention")) -> str:
+    """The module's layer kind in ``config.layer_types`` (``"full_attention"`` when the config has none)."""
+    types = getattr(config, "layer_types", None)
+    index = getattr(module, "layer_idx", None)
+    if not types or index is None:
+        return "full_attention"
+    if not 0 <= index < len(types):
+        raise ValueError(f"the module's layer_idx {index} is not a layer of config.layer_types ({len(types)} "
+                         f"layers): pass the config the module was built from")
+    kind = types[index]
+    if kind not in kinds:
+        raise ValueError(f"{reader} reads layers of kind {' or '.join(map(repr, kinds))}, got {kind!r} for layer "
+                         f"{index}")
+    return kind
+
+
+def _layer_rope(config, kind: str, reader: str) -> tuple[float, YaRN | None, float]:
+    """``(rope_theta, yarn or None, partial_rotary_factor)`` of a layer of kind ``kind``."""
+    rope = _rope_parameters(config)
+    if rope and all(isinstance(value, Mapping) for value in rope.values()):  # one setting per layer kind
+        if kind not in rope:
+            raise ValueError(f"config.rope_parameters has no entry for {kind!r} layers, got {list(rope)}")
+        rope = _rope_dict(rope[kind])
+    rope_type = rope.get("rope_type", "default")
+    if rope_type not in ("default", "yarn"):
+        raise ValueError(f"{reader} reads rope_type 'default' and 'yarn', got {rope_type!r}: "
+                         f"MultiHeadAttention's rotary positions have no other stretching")
+    theta = rope.get("rope_theta", getattr(config, "rope_theta", None))
+    if theta is None:
+        raise TypeError(f"config must hold rope_theta (in rope_parameters), got {type(config).__name__} without it: "
+                        f"the layer rotates q and k by RoPE, and rope_theta sets its speeds")
+    fraction = rope.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", None))
+    yarn = _yarn_from(rope, config) if rope_type == "yarn" else None
+    return float(theta), yarn, 1.0 if fraction is None else float(fraction)
+
+
+def _norm_eps(norm: nn.Module) -> float:
+    eps = getattr(norm, "variance_epsilon", getattr(norm, "eps", None))  # Llama-style / Gemma-style RMSNorms
+    if eps is None:
+        raise TypeError(f"cannot read the epsilon of {type(norm).__name__} (neither variance_epsilon nor eps)")
+    return float(eps)
+
+
+def _load(target: nn.Linear, weight: torch.Tensor, bias: torch.Tensor | None, source: str) -> None:
+    if weight.shape != target.weight.shape:
+        raise ValueError(f"{source}.weight has shape {tuple(weight.shape)} but config implies "
+                         f"{tuple(target.weight.shape)}: pass the config the module was built from")
+    _copy_(target.weight, weight)
+    if target.bias is not None:
+        _copy_(target.bias, bias)
+
+
+def _read_attention(
+    module: nn.Module, config, reader: str, *, qk_norm: str | None = None, one_plus_w: bool = False,
+    softcap: float | None = None, sinks: bool = False, gate: str | None = None, rope: bool = True,
+    kinds=("full_attention", "sliding_attention"), context_length: int | None = None,
+    pairs_to_halves: bool = False,
+) -> MultiHeadAttention:
+    """The reader all families share: sizes, layer kind, rotary setting and scale from ``module`` and ``config``,
+    the family's options as given, the weights copied. ``one_plus_w``: the norms compute x·(1 + w) (Gemma 3,
+    Qwen3-Next), so our weight is ``1 + w``. ``gate="elementwise"``: q_proj emits each head's query then its gate
+    (Qwen3-Next). ``pairs_to_halves``: the module rotates neighbouring pairs (Llama 4), so each head's q and k rows
+    are reordered for rotate-half."""
+    _check_source(module, config, reader)
+    if getattr(config, "use_bidirectional_attention", False):
+        raise ValueError(f"{reader} reads a causal decoder's attention, but config.use_bidirectional_attention is "
+                         f"True (every token sees every other): build MultiHeadAttention(..., causal=False) instead")
+    H = config.num_attention_heads
+    G = getattr(config, "num_key_value_heads", None) or H
+    Dh = int(module.head_dim)
+    kind = _layer_kind(module, config, reader, kinds)
+    window = None
+    if kind == "sliding_attention":
+        window = getattr(module, "sliding_window", None) or getattr(config, "sliding_window", None)
+        if window is None:
+            raise ValueError(f"layer {module.layer_idx} is a sliding layer but config.sliding_window is None")
+    theta, yarn, fraction = _layer_rope(config, kind, reader) if rope else (None, None, 1.0)
+    scale = float(module.scaling)
+    q, o = module.q_proj, module.o_proj
+    q_weight, q_bias = q.weight, q.bias
+    gate_weight = gate_bias = None
+    if gate == "elementwise":  # rows per head: Dh of query, then Dh of gate
+        rows = q_weight.view(H, 2, Dh, -1)  # (H·2·Dh, d) -> (H, 2, Dh, d)
+        q_weight, gate_weight = rows[:, 0].reshape(H * Dh, -1), rows[:, 1].reshape(H * Dh, -1)
+        if q_bias is not None:
+            q_bias, gate_bias = q_bias.view(H, 2, Dh)[:, 0].reshape(-1), q_bias.view(H, 2, Dh)[:, 1].reshape(-1)
+    k_weight, k_bias = module.k_proj.weight, module.k_proj.bias
+    if pairs_to_halves:  # (x0, x1), (x2, x3), ... -> (x0, x2, ...), (x1, x3, ...) in every head: the same scores
+        q_weight, q_bias = _reorder_heads(q_weight, H, Dh), _reorder_heads(q_bias, H, Dh)
+        k_weight, k_bias = _reorder_heads(k_weight, G, Dh), _reorder_heads(k_bias, G, Dh)
+    eps = _norm_eps(module.q_norm) if qk_norm in ("head", "projection") else (
+        _norm_eps(module.qk_norm) if qk_norm == "l2" else 1e-6)
+    layer = MultiHeadAttention(
+        config.hidden_size, config.hidden_size, context_length or config.max_position_embeddings,
+        float(getattr(config, "attention_dropout", 0.0) or 0.0), H, q_bias is not None, num_kv_heads=G,
+        head_dim=Dh, rope_theta=theta, window=window, out_bias=o.bias is not None, qk_norm=qk_norm, norm_eps=eps,
+        scale=None if scale == Dh ** -0.5 else scale, softcap=softcap, sinks=sinks, gate=gate,
+        rope_fraction=fraction, yarn=yarn,
+    ).to(device=q.weight.device, dtype=q.weight.dtype)
+    _load(layer.W_query, q_weight, q_bias, "q_proj")
+    _load(layer.W_key, k_weight, k_bias, "k_proj")
+    _load(layer.W_value, module.v_proj.weight, module.v_proj.bias, "v_proj")
+    _load(layer.out_proj, o.weight, o.bias, "o_proj")
+    if gate_weight is not None:
+        _load(layer.W_gate, gate_weight, gate_bias, "q_proj (its gate rows)")
+    if qk_norm in ("head", "projection"):
+        for ours, theirs in ((layer.q_norm, module.q_norm), (layer.k_norm, module.k_norm)):
+            if theirs.weight.shape != ours.weight.shape:
+                raise ValueError(f"the module's norm weight has shape {tuple(theirs.weight.shape)}, expected "
+                                 f"{tuple(ours.weight.shape)}: pass the config the module was built from")
+            _copy_(ours.weight, 1.0 + theirs.weight if one_plus_w else theirs.weight)
+    if sinks:
+        _copy_(layer.sinks, module.sinks)
+    return _same_mode(layer, module)
+
+
+def _reorder_heads(rows: torch.Tensor | None, heads: int, head_dim: int) -> torch.Tensor | None:
+    """A weight's rows (or a bias's entries) reordered within each head by ``interleaved_order``: neighbouring pairs
+    (2i, 2i+1) become (i, i + Dh/2). None stays None."""
+    if rows is None:
+        return None
+    per_head = rows.view(heads, head_dim, *rows.shape[1:])  # (heads·Dh, ...) -> (heads, Dh, ...)
+    return per_head[:, interleaved_order(head_dim)].reshape(rows.shape)
+
+
+def _from_qwen3(module, config):
+    """Qwen3: RMSNorm (weight · x) over each head's Dh on q and k, before RoPE; sliding layers with
+    ``use_sliding_window`` from layer ``max_window_layers`` on."""
+    return _read_attention(module, config, "the Qwen3 reader", qk_norm="head")
+
+
+def _from_olmo(module, config):
+    """OLMo 2 and 3: RMSNorm over the whole q (H·Dh) and k (G·Dh) projections, before the head split and RoPE;
+    OLMo 3's sliding layers (3 of every 4), each kind with its own rotary setting."""
+    return _read_attention(module, config, "the OLMo reader", qk_norm="projection")
+
+
+def _from_gemma2(module, config):
+    """Gemma 2: softmax scale ``query_pre_attn_scalar**-0.5``; scores soft-capped at ``attn_logit_softcapping``
+    before the mask; every other layer sliding (layer 0 first)."""
+    softcap = getattr(module, "attn_logit_softcapping", None)
+    return _read_attention(module, config, "the Gemma 2 reader", softcap=None if softcap is None else float(softcap))
+
+
+def _from_gemma3(module, config):
+    """Gemma 3: q/k norm x·(1 + w) per head before RoPE (our weight: 1 + w); Gemma 2's scale; 5 local layers to 1
+    global, each kind with its own rotary speeds. Its config keeps ``attn_logit_softcapping`` but its attention never
+    applies it (transformers 5: softcap 1.0 and None give the same output), so neither does this layer."""
+    return _read_attention(module, config, "the Gemma 3 reader", qk_norm="head", one_plus_w=True)
+
+
+def _from_gpt_oss(module, config):
+    """gpt-oss: one learned sink logit per head (``sinks``); biases on q, k, v and o; every other layer a 128-token
+    window; YaRN (its default rope) read as well."""
+    if getattr(module, "sinks", None) is None:
+        raise TypeError(f"the gpt-oss reader reads GptOssAttention's sinks, got {type(module).__name__} without sinks")
+    return _read_attention(module, config, "the gpt-oss reader", sinks=True)
+
+
+def _from_qwen3_next(module, config):
+    """Qwen3-Next's attention layers (every 4th; the others are linear attention, another module): q_proj emits per
+    head a query and a gate of Dh each, the output is ``out · sigmoid(gate)`` before o_proj; (1 + w) norms per head
+    before RoPE; only the first ``partial_rotary_factor`` of each head rotates."""
+    return _read_attention(module, config, "the Qwen3-Next reader", qk_norm="head", one_plus_w=True,
+                           gate="elementwise")
+
+
+def _from_llama4(module, config):
+    """Llama 4 (text): RoPE layers rotate neighbouring pairs with complex numbers (their q/k rows are reordered for
+    rotate-half) and, with ``use_qk_norm``, apply a weightless RMS norm ("L2Norm") after RoPE; NoPE layers
+    (``no_rope_layers[i] == 0``) have neither. Two things this layer does not do, so its ``context_length`` stops
+    before them: RoPE layers attend in chunks of ``attention_chunk_size`` (8,192) and NoPE layers scale their queries
+    by ``1 + attn_scale·log1p(floor((position + 1) / floor_scale))`` (temperature tuning), which is 1 below position
+    ``floor_scale - 1``."""
+    index = getattr(module, "layer_idx", None)
+    if index is None or not hasattr(config, "no_rope_layers"):
+        raise TypeError(f"the Llama 4 reader reads Llama4TextAttention with a Llama4TextConfig (no_rope_layers), got "
+                        f"{type(module).__name__} and {type(config).__name__}")
+    use_rope = bool(config.no_rope_layers[index])
+    limit = config.max_position_embeddings
+    chunk = getattr(config, "attention_chunk_size", None)
+    if use_rope and chunk:
+        limit = min(limit, int(chunk))
+    if not use_rope and getattr(config, "attn_temperature_tuning", False):
+        limit = min(limit, int(config.floor_scale) - 1)
+    qk_norm = "l2" if hasattr(module, "qk_norm") else None
+    return _read_attention(module, config, "the Llama 4 reader", qk_norm=qk_norm, rope=use_rope,
+                           kinds=("full_attention", "chunked_attention"), context_length=limit,
+                           pairs_to_halves=use_rope)
+
+
+#: class name -> reader: ``attention_from_transformers``'s dispatch table
+TRANSFORMERS_READERS = {
+    "LlamaAttention": attention_from_llama,
+    "Qwen3Attention": _from_qwen3,
+    "Olmo2Attention": _from_olmo,
+    "Olmo3Attention": _from_olmo,
+    "Gemma2Attention": _from_gemma2,
+    "Gemma3Attention": _from_gemma3,
+    "GptOssAttention": _from_gpt_oss,
+    "Qwen3NextAttention": _from_qwen3_next,
+    "Llama4TextAttention": _from_llama4,
+    "DeepseekV3Attention": attention_from_deepseek,
+}
