@@ -48,6 +48,9 @@ def attention_parameter_count(
     num_heads: int | None = None,
     num_kv_heads: int | None = None,
     head_dim: int | None = None,
+    qk_norm: str | None = None,
+    gate: str | None = None,
+    sinks: bool = False,
 ) -> int:
     """Parameters of one multi-head attention layer of width ``d_model`` (self-attention, D in and out).
 
@@ -67,16 +70,25 @@ def attention_parameter_count(
 
     With ``num_heads`` H and ``num_kv_heads`` G (and ``head_dim`` Dh, default D / H), the count of a layer with
     shared key/value heads (chapter 12): ``D·H·Dh + 2·D·G·Dh + H·Dh·D`` weights, the biases to match.
+
+    Chapter 15's controls (they need ``num_heads``), as ``MultiHeadAttention`` builds them: ``qk_norm="head"`` adds
+    ``2·Dh`` norm weights, ``"projection"`` ``H·Dh + G·Dh``, ``"l2"`` none; ``gate="elementwise"`` a ``D × H·Dh``
+    projection, ``"head"`` a ``D × H`` one (with a bias when ``bias``); ``sinks=True`` one logit per head, ``H``.
     """
     d = check_positive_int("d_model", d_model)
     qkv_bias = check_flag("bias", bias)
     out_bias = qkv_bias if out_bias is None else check_flag("out_bias", out_bias)
-    if num_heads is None and num_kv_heads is None and head_dim is None:
+    qk_norm = _check_option("qk_norm", qk_norm, ("head", "projection", "l2"))
+    gate = _check_option("gate", gate, ("elementwise", "head"))
+    sinks = check_flag("sinks", sinks)
+    plain = qk_norm is None and gate is None and not sinks
+    if num_heads is None and num_kv_heads is None and head_dim is None and plain:
         weights = 4 * d * d  # W_q, W_k, W_v, W_o: D × D each
         biases = 3 * d * qkv_bias + d * out_bias  # one length-D vector per projection that has a bias
         return weights + biases
     if num_heads is None:
-        raise ValueError("num_heads is needed with num_kv_heads or head_dim (they are counted per head)")
+        raise ValueError("num_heads is needed with num_kv_heads, head_dim, qk_norm, gate or sinks (they are counted "
+                         "per head)")
     h = check_positive_int("num_heads", num_heads)
     g = h if num_kv_heads is None else check_positive_int("num_kv_heads", num_kv_heads)
     if h % g:
@@ -89,7 +101,15 @@ def attention_parameter_count(
     q, kv = h * dh, g * dh  # the widths of W_q's output and of W_k's and W_v's
     weights = d * q + 2 * d * kv + q * d  # W_q (D × H·Dh), W_k and W_v (D × G·Dh), W_o (H·Dh × D)
     biases = (q + 2 * kv) * qkv_bias + d * out_bias
-    return weights + biases
+    norms = {None: 0, "l2": 0, "head": 2 * dh, "projection": q + kv}[qk_norm]  # RMSNorm weights
+    gates = {None: 0, "elementwise": q, "head": h}[gate]  # W_gate's outputs, each with D weights (and a bias)
+    return weights + biases + norms + gates * (d + qkv_bias) + h * sinks
+
+
+def _check_option(name: str, value, choices: tuple[str, ...]) -> str | None:
+    if value is not None and (not isinstance(value, str) or value not in choices):
+        raise ValueError(f"{name} must be None or one of {list(choices)}, got {value!r}")
+    return value
 
 
 def gpt_parameter_count(

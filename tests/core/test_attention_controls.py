@@ -121,6 +121,7 @@ def random_options(rng: random.Random) -> dict:
         if rng.random() < 0.3:
             options["yarn"] = mha_lib.YaRN(factor=rng.choice([2.0, 8.0]), original_context_length=8,
                                            truncate=rng.random() < 0.5)
+    options["causal"] = options["window"] is not None or rng.random() < 0.8  # an encoder now and then
     return dict(d_in=rng.choice([8, 12]), d_out=rng.choice([8, 10]), H=H, qkv_bias=rng.random() < 0.5,
                 out_bias=rng.random() < 0.5, **options)
 
@@ -210,13 +211,13 @@ def test_the_mix_of_controls_covers_each_choice():
     assert {o["sinks"] for o in drawn} == {True, False}
     assert {o.get("rope_fraction") for o in drawn} >= {1.0, 0.5, 0.25}
     assert any(o.get("yarn") for o in drawn) and any(o["softcap"] for o in drawn) and any(o["scale"] for o in drawn)
-    assert any(o["window"] for o in drawn)
+    assert any(o["window"] for o in drawn) and not all(o["causal"] for o in drawn)
 
 
 @pytest.mark.parametrize("seed", range(24))
 def test_the_cache_token_by_token_and_in_chunks_equals_the_full_forward(seed):
     rng = random.Random(100 + seed)
-    options = random_options(rng)
+    options = {**random_options(rng), "causal": True}  # a cache serves a decoder
     layer = build(options, kernel="explicit", seed=seed)
     T = rng.randint(2, 14)
     x = torch.randn(2, T, layer.d_in, generator=torch.Generator().manual_seed(seed))
@@ -422,3 +423,19 @@ def test_bad_controls_name_the_argument_what_it_got_and_what_was_expected(option
 def test_bad_input_to_the_functions(call, error, text):
     with pytest.raises(error, match=esc(text)):
         call()
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_sinks_and_a_gate_with_padding_agree_on_explicit_and_flash(causal):
+    options = dict(d_in=12, d_out=12, H=4, qkv_bias=True, num_kv_heads=2, head_dim=4, qk_norm="head", sinks=True,
+                   gate="head", causal=causal, rope_theta=1e4 if causal else None)
+    explicit, flash = build(options, "explicit", 7), build(options, "flash", 7)
+    flash.load_state_dict(explicit.state_dict())
+    gen = torch.Generator().manual_seed(7)
+    x = torch.randn(3, 9, 12, generator=gen)
+    pad = torch.arange(9)[None, :] >= torch.tensor([9, 5, 1])[:, None]  # (B, S): True = padded
+    with torch.no_grad():
+        out, weights = explicit(x, key_padding_mask=pad, return_weights=True)
+        torch.testing.assert_close(flash(x, key_padding_mask=pad), out, **TOL)
+    assert weights.masked_select(pad[:, None, None, :]).abs().max() == 0
+    assert bool((weights.sum(-1) < 1).all())

@@ -118,3 +118,27 @@ def test_the_published_mixed_configs_and_their_table():
 def test_bad_input(call, error, text):
     with pytest.raises(error, match=re.escape(text)):
         call()
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_attention_parameter_count_counts_chapter_15s_controls(seed):
+    rng = random.Random(seed)
+    H = rng.choice([1, 2, 4])
+    G = rng.choice([g for g in (1, 2, 4) if H % g == 0])
+    Dh, d, bias = rng.choice([2, 4, 8]), rng.choice([4, 8, 12]), rng.random() < 0.5
+    controls = dict(qk_norm=rng.choice([None, "head", "projection", "l2"]),
+                    gate=rng.choice([None, "elementwise", "head"]),
+                    sinks=rng.random() < 0.5)
+    layer = MultiHeadAttention(d, d, 8, 0.0, H, bias, num_kv_heads=G, head_dim=Dh, out_bias=bias, **controls)
+    assert mha_lib.attention_parameter_count(d, bias, num_heads=H, num_kv_heads=G, head_dim=Dh, **controls) == sum(
+        p.numel() for p in layer.parameters())
+
+
+def test_attention_parameter_count_refuses_unknown_controls():
+    with pytest.raises(ValueError, match=re.escape("gate must be None or one of ['elementwise', 'head'], got 'x'")):
+        mha_lib.attention_parameter_count(8, num_heads=2, gate="x")
+    with pytest.raises(ValueError, match=re.escape("num_heads is needed with num_kv_heads, head_dim, qk_norm, gate or "
+                                                   "sinks")):
+        mha_lib.attention_parameter_count(8, sinks=True)
+    with pytest.raises(TypeError, match=re.escape("sinks must be True or False, got int 1")):
+        mha_lib.attention_parameter_count(8, num_heads=2, sinks=1)
