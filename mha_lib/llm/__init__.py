@@ -1,4 +1,4 @@
-"""Today's decoders (chapters 12 to 14): the pictures, widgets and reference models around the core's grouped-query
+"""Today's decoders (chapters 12 to 15): the pictures, widgets and reference models around the core's grouped-query
 attention, KV cache, rotary positions, sliding windows, tiled attention and latent attention (those live in the
 core: ``modules.MultiHeadAttention``, ``cache.KVCache``, ``positions``, ``masks``, ``functional.flash_attention``,
 ``latent.MultiHeadLatentAttention``).
@@ -10,6 +10,9 @@ core: ``modules.MultiHeadAttention``, ``cache.KVCache``, ``positions``, ``masks`
                  and chapter 11's model with rotary positions (its optional section)
     scale.py     chapter 14: the online softmax walked block by block, the tile grid (causal tiles skipped), the
                  memory wall measured, and MHA / GQA / MQA / MLA compared (cache, parameters, FLOPs)
+    families.py  chapter 15: tiny transformers attention of ten families (Qwen3, OLMo 2/3, Gemma 2/3, gpt-oss,
+                 Qwen3-Next, Llama 4, ...) built offline and called with their own rotary and mask, for
+                 ``mha_lib.attention_from_transformers``
 
 Imported on use: ``import mha_lib`` never loads transformers or matplotlib.
 """

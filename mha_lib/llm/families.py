@@ -32,7 +32,7 @@ import importlib
 
 import torch
 
-from ..validation import check_flag, check_int, check_positive_int, check_seed, check_tensor
+from ..validation import check_flag, check_positive_int, check_seed, check_tensor
 
 Tensor = torch.Tensor
 
@@ -205,7 +205,7 @@ def family_of(module) -> str:
 def max_differences(layer, module, config, x: Tensor) -> tuple[float, float, float]:
     """``(max |output difference|, max |output| of transformers, max |weights difference|)`` of our ``layer`` against
     the family's ``module`` on ``x``: what chapter 15 prints to prove each reader right."""
-    check_int("x.dim()", x.dim(), low=3, high=3)
+    check_tensor("x", x, ndim=3, layout="(B, T, hidden_size)")
     expected, expected_weights = reference_forward(module, config, x)
     with torch.no_grad():
         out, weights = layer(x, return_weights=True)

@@ -222,3 +222,22 @@ def test_configs_the_readers_refuse_say_why():
     _, other = tiny_attention("gemma2", seed=0, num_kv_heads=4)
     with pytest.raises(ValueError, match=re.escape("k_proj.weight has shape (16, 32) but config implies (32, 32)")):
         mha_lib.attention_from_transformers(module, other)
+
+
+def test_the_family_helpers():
+    from mha_lib.llm.families import family_of, layer_kind, max_differences
+
+    module, config = tiny_attention("gemma3", layer="sliding", seed=1)
+    assert (family_of(module), layer_kind(module, config)) == ("gemma3", "sliding")
+    module, config = tiny_attention("llama4", layer="nope", seed=1)
+    assert (family_of(module), layer_kind(module, config)) == ("llama4", "nope")
+    layer = mha_lib.attention_from_transformers(module, config)
+    difference, largest, weights = max_differences(layer, module, config, torch.randn(1, 5, 32))
+    assert difference <= 1e-5 * largest and weights <= 1e-5
+    with pytest.raises(ValueError, match=re.escape("family must be one of ['llama', 'qwen3', 'olmo2'")):
+        tiny_attention("mistral")
+    with pytest.raises(ValueError, match=re.escape("layer must be one of ['full'] for qwen3_next, got 'sliding'")):
+        tiny_attention("qwen3_next", layer="sliding")
+    with pytest.raises(TypeError, match=re.escape("module must be one of the attention classes of FAMILIES, got "
+                                                  "Linear")):
+        family_of(torch.nn.Linear(2, 2))
