@@ -428,6 +428,10 @@ def _read_attention(
     q_weight, q_bias = q.weight, q.bias
     gate_weight = gate_bias = None
     if gate == "elementwise":  # rows per head: Dh of query, then Dh of gate
+        if q_weight.shape[0] != 2 * H * Dh:
+            raise ValueError(f"q_proj.weight has {q_weight.shape[0]} rows but config implies 2 × {H} heads × {Dh} = "
+                             f"{2 * H * Dh} (each head's query, then its gate): pass the config the module was built "
+                             f"from")
         rows = q_weight.view(H, 2, Dh, -1)  # (H·2·Dh, d) -> (H, 2, Dh, d)
         q_weight, gate_weight = rows[:, 0].reshape(H * Dh, -1), rows[:, 1].reshape(H * Dh, -1)
         if q_bias is not None:

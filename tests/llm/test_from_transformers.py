@@ -241,3 +241,11 @@ def test_the_family_helpers():
     with pytest.raises(TypeError, match=re.escape("module must be one of the attention classes of FAMILIES, got "
                                                   "Linear")):
         family_of(torch.nn.Linear(2, 2))
+
+
+def test_a_qwen3_next_config_of_other_sizes_is_refused():
+    module, _ = tiny_attention("qwen3_next", seed=0, num_heads=4)
+    _, other = tiny_attention("qwen3_next", seed=0, num_heads=2, hidden_size=32)
+    with pytest.raises(ValueError, match=re.escape("q_proj.weight has 64 rows but config implies 2 × 2 heads × 8 = 32 "
+                                                   "(each head's query, then its gate)")):
+        mha_lib.attention_from_transformers(module, other)
