@@ -16,7 +16,8 @@ heads, and the four steps of ``functional.py`` are applied one after the other:
 ``attention_stages`` computes all four as plain tensors (no widgets involved: that is what the tests check).
 
 The controls: sentence, model width D, number of heads H (only divisors of D are offered: every head gets
-D // H features), causal mask on/off, scaling on/off, softmax temperature, and the stage shown. Each stage has
+D // H features), the stage shown, causal mask on/off, scaling on/off, and the softmax temperature (a slider that
+redraws on release), laid out as every explorer of the series is (``controls.py``: one label column). Each stage has
 its own colour scale, drawn as a colour bar, with the colour rules of ``plotting.py`` (one map per quantity):
 the weights use ``viridis`` from 0 to their largest value rounded up to a tenth (rows with a single key, weight
 1 by construction, left out; the caption says so); the three score stages use ``RdBu_r``, a diverging map centred on 0,
@@ -336,6 +337,8 @@ def _explorer_class():
     """The widget class, defined on first use so that ``import mha_lib.display.widgets`` does not load ipywidgets."""
     import ipywidgets as widgets
 
+    from . import controls
+
     class AttentionExplorer(widgets.VBox):
         def __init__(self, sentences, *, d_model, num_heads, causal, scaled, temperature, stage, seed):
             super().__init__()
@@ -349,37 +352,37 @@ def _explorer_class():
             self.redraw_count = 0
             self.last_redraw_ms = None
             self._quiet = False
-            wide = {"description_width": "initial"}
             low, high = min(TEMPERATURE_RANGE[0], temperature), max(TEMPERATURE_RANGE[1], temperature)
+            # one layout for every explorer of the series (controls.py): a label column, then the control
             self.controls = {
-                "sentence": widgets.Dropdown(options=list(choices.items()), value=next(iter(choices.values())),
-                                             description=_("sentence"), style=wide,
-                                             layout=widgets.Layout(width="460px")),
-                "d_model": widgets.Dropdown(options=[(str(d), d) for d in sorted({*WIDTHS, d_model})],
-                                            value=d_model, description=_("model width D"), style=wide,
-                                            layout=widgets.Layout(width="190px")),
+                "sentence": controls.dropdown(_("sentence"), list(choices.items()), next(iter(choices.values()))),
+                "d_model": controls.dropdown(_("model width D"), [(str(d), d) for d in sorted({*WIDTHS, d_model})],
+                                             d_model),
                 "num_heads": widgets.ToggleButtons(options=[(str(h), h) for h in heads], value=num_heads,
-                                                   description=_("heads H"), style={**wide, "button_width": "38px"}),
+                                                   description=_("heads H"),
+                                                   style={**controls.STYLE, "button_width": "38px"}),
                 "stage": widgets.ToggleButtons(options=[(STAGE_NAMES[s], s) for s in STAGES],
                                                value=_check_stage(stage), description=_("stage shown"),
-                                               style={**wide, "button_width": "128px"}),
-                "causal": widgets.Checkbox(value=_check_flag("causal", causal), description=_("causal mask"),
-                                           indent=False, layout=widgets.Layout(width="130px")),
-                "scaled": widgets.Checkbox(value=_check_flag("scaled", scaled), description=_("scale by 1/√Dh"),
-                                           indent=False, layout=widgets.Layout(width="150px")),
-                "temperature": widgets.FloatLogSlider(value=temperature, base=10, min=math.log10(low),
-                                                      max=math.log10(high), step=0.05, readout_format=".2f",
-                                                      description=_("temperature"), style=wide,
-                                                      continuous_update=True),
+                                               style={**controls.STYLE, "button_width": "120px"}),
+                "causal": controls.toggle(_("causal mask"), _check_flag("causal", causal)),
+                "scaled": controls.toggle(_("scale by 1/√Dh"), _check_flag("scaled", scaled)),
+                "temperature": controls.log_slider(_("temperature"), temperature, math.log10(low),
+                                                   math.log10(high)),
             }
+            c = self.controls
+            c["temperature"].readout_format = ".2f"
+            # the two checkboxes share a row: the first indented by the label column, the second right after it
+            c["causal"].layout.width = "380px"
+            c["scaled"].indent, c["scaled"].layout.width = False, "180px"
             self.caption = widgets.HTML()
             self.image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", height="auto"))
-            c = self.controls
             self.children = [
-                widgets.HBox([c["sentence"], c["d_model"]]),
+                c["sentence"],
+                c["d_model"],
                 c["num_heads"],
                 c["stage"],
-                widgets.HBox([c["causal"], c["scaled"], c["temperature"]]),
+                widgets.HBox([c["causal"], c["scaled"]]),
+                c["temperature"],
                 self.caption,
                 self.image,
             ]

@@ -7,7 +7,8 @@
     score_bars_figure({"your run": scores, "shipped run": ...})  each head's two scores, run beside run
 
 Every figure is a plain ``matplotlib.figure.Figure`` at 100 dpi with labels of at least 10 px, within
-1200 × 900 px (the series' projector sizes, ``mha_lib.display.plotting``). Layers and heads are counted from 0.
+1000 × 900 px once the notebook has cropped it to its content (the series' sizes, ``mha_lib.display.plotting``:
+the notebook panel beside JupyterLab's file browser). Layers and heads are counted from 0.
 """
 
 from __future__ import annotations
@@ -29,13 +30,15 @@ SCORE_TITLES = Messages({"previous_token": N_("previous-token score"), "inductio
 HEAD_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
 LAYER_STYLES = ("-", "--", ":", "-.")
 TICK_PT = 7.25  # heatmap token letters: 10.1 px, so that 12 tokens fit a 1.2-inch panel one letter each
+#: a figure's width at most: the notebook crops a figure to its content plus a margin, which may add a few pixels
+WIDTH_IN = MAX_WIDTH_IN - 0.2
 
 
 def _figure(width: float, height: float):
     """A figure of whole pixels at 100 dpi (its repr, which the notebooks' sanitizer matches, has no decimals)."""
     from matplotlib.figure import Figure
 
-    width, height = min(width, MAX_WIDTH_IN), min(height, MAX_HEIGHT_IN)
+    width, height = min(width, WIDTH_IN), min(height, MAX_HEIGHT_IN)
     fig = Figure(figsize=(round(width * DPI) / DPI, round(height * DPI) / DPI), dpi=DPI, layout="constrained")
     fig.get_layout_engine().set(h_pad=0.06, w_pad=0.06)
     return fig
@@ -74,20 +77,35 @@ def _check_log(name: str, log):
 # --------------------------------------------------------------------------------------------------- heatmaps
 
 
+def _label_width_px(label: str) -> float:
+    """The width of ``label`` drawn at ``TICK_PT`` in pixels (the glyphs' advance widths, matplotlib's own font)."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import TextToPath
+
+    width, _height, _descent = TextToPath().get_text_width_height_descent(label, FontProperties(size=TICK_PT),
+                                                                          ismath=False)
+    return width * DPI / 72
+
+
 def _letter_ticks(axis, labels, panel: float) -> None:
-    """One-letter token labels at ``TICK_PT`` (10.4 px): every token while a token gets 10 px, else every k-th."""
+    """Token labels at ``TICK_PT`` (10.1 px): every token while the widest label (its advance width, side
+    bearings included) and one more pixel fit a token's share of the panel, else every k-th: neighbours never
+    touch."""
     if labels is None:
         axis.set_ticks([])
         return
     per_token = 0.97 * panel * DPI / len(labels)  # pixels per token (the layout may take a few)
-    step = max(1, math.ceil(TICK_PT * DPI / 72 * 0.95 / per_token))  # a letter is a little shorter than the em
+    widest = max(_label_width_px(label) for label in set(labels))
+    step = max(1, math.ceil((widest + 1) / per_token))
     positions = list(range(0, len(labels), step))
     axis.set_ticks(positions, [labels[i] for i in positions], fontsize=TICK_PT)
 
 
 def heads_over_training_figure(weights: dict, tokens, *, title: str | None = None, panel: float = 1.2):
     """Every head at several moments: one row per entry of ``weights`` (``{"step 60": (L, H, T, T)}``), one
-    column per layer·head, one shared 0 … 1 colour scale; token letters on both axes (rows: queries)."""
+    column per layer·head, one shared 0 … 1 colour scale (its bar under the grid); token letters on both axes
+    (rows: queries). ``panel``: a panel's side at most, in inches; smaller when the columns would not fit
+    ``WIDTH_IN``."""
     weights = _check_dict("weights", weights, "{row label: (L, H, T, T) tensor}")
     arrays = {}
     for label, values in weights.items():
@@ -110,7 +128,10 @@ def heads_over_training_figure(weights: dict, tokens, *, title: str | None = Non
         raise ValueError(f"panel must be a size in inches from 0.5 to 3, got {panel!r}")
     _check_title(title)
     rows, cols = len(arrays), L * H
-    fig = _figure(cols * (panel + 0.08) + 1.7, rows * (panel + 0.27) + 0.45 + (0.35 if title else 0))
+    panel = min(panel, (WIDTH_IN - 0.5) / cols - 0.03)  # the row labels and the query letters: 0.5 in
+    fig = _figure(cols * (panel + 0.03) + 0.5,
+                  rows * (panel + 0.27) + 0.3 + 0.75 + (0.35 if title else 0))  # letters; the bar below
+    fig.get_layout_engine().set(w_pad=0.02, wspace=0.01)  # narrow gaps: wider panels, room for every letter
     axes = fig.subplots(rows, cols, squeeze=False)
     cmap = __import__("matplotlib").colormaps[COLORMAPS["weights"]]
     image = None
@@ -127,7 +148,7 @@ def heads_over_training_figure(weights: dict, tokens, *, title: str | None = Non
                 _letter_ticks(ax.yaxis, tokens if layer * H + head == 0 else None, panel)
                 ax.tick_params(length=0, pad=1)
         axes[r, 0].set_ylabel(label, fontsize=TITLE_PT, weight="bold")
-    bar = fig.colorbar(image, ax=axes, shrink=0.6, aspect=30, pad=0.01)
+    bar = fig.colorbar(image, ax=axes, location="bottom", shrink=0.5, aspect=40, pad=0.01)
     bar.set_label(_("attention weight (query row → key column)"), fontsize=TITLE_PT)
     bar.ax.tick_params(labelsize=LABEL_PT)
     if title:

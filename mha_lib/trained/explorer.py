@@ -2,14 +2,16 @@
 
     from mha_lib.trained.explorer import TrainedHeads, trained_head_explorer
     heads = TrainedHeads()                          # all-MiniLM-L6-v2 through mha_lib (see pretrained.py)
-    trained_head_explorer(heads)                    # the widget: sentence, typed sentence, layer, head
+    trained_head_explorer()                         # the widget: sentence, typed sentence, layer, head
     heads.layer_png("The cat sat.", layer=0)        # the same picture as PNG bytes (the static copy)
 
 It reuses the drawing engine of the chapters' explorer (``display.render``: the labelled frame is drawn once, a
 redraw only colours the cells). The attention weights of a sentence are computed once, for all six layers, by
 ``StudentEncoder`` (mha_lib's ``MultiHeadAttention`` in place of each self-attention) and cached; moving the
 layer or head control then costs a redraw, a few milliseconds. Below the picture, the chosen head is spelled
-out: for each token, the token it gives most weight to.
+out: for each token, the token it gives most weight to. Called without a ``TrainedHeads``, the explorer loads the
+packaged model itself (``load_minilm`` keeps it for the next call), so that its cell runs on its own. Its controls
+are laid out as every explorer of the series (``display/controls.py``: one label column, one track width).
 
 ipywidgets and transformers are imported only when a ``TrainedHeads`` or an explorer is built.
 """
@@ -30,6 +32,7 @@ from .corpus import CORPUS, EXAMPLE_SENTENCE
 Tensor = torch.Tensor
 
 MAX_TOKENS = 40  # beyond that the 12 panels' labels become unreadable
+SENTENCE_WIDTH = "760px"  # the label column and a box wide enough for the corpus' longest sentence
 COLORBAR_LABEL = N_("attention weight")  # a msgid: drawn in the current language
 
 
@@ -112,6 +115,8 @@ def trained_head_explorer(heads: TrainedHeads | None = None, sentences=None, *, 
 def _explorer_class():
     import ipywidgets as widgets
 
+    from ..display import controls
+
     class TrainedHeadExplorer(widgets.VBox):
         def __init__(self, heads: TrainedHeads, sentences: list[str], layer: int, head: int):
             super().__init__()
@@ -121,25 +126,22 @@ def _explorer_class():
             heads.check_layer(layer)
             heads.strongest_links(sentences[0], layer, head)  # checks head, warms the cache
             self.redraw_count, self.last_redraw_ms = 0, None
-            wide = {"description_width": "initial"}
             start = EXAMPLE_SENTENCE if EXAMPLE_SENTENCE in sentences else sentences[0]
+            # one layout for every explorer of the series (display/controls.py): a label column, then the control
             self.controls = {
-                "sentence": widgets.Dropdown(options=sentences, value=start, description=_("sentence"), style=wide,
-                                             layout=widgets.Layout(width="560px")),
+                "sentence": controls.dropdown(_("sentence"), sentences, start),
                 "typed": widgets.Text(value="", placeholder=_("or type a sentence and press Enter"),
-                                      description=_("your sentence"), style=wide, continuous_update=False,
-                                      layout=widgets.Layout(width="560px")),
-                "layer": widgets.IntSlider(value=layer, min=0, max=heads.num_layers - 1, description=_("layer"),
-                                           style=wide, continuous_update=True),
-                "head": widgets.Dropdown(options=list(range(heads.num_heads)), value=head,
-                                         description=_("head (for the text below)"), style=wide),
+                                      description=_("your sentence"), style=dict(controls.STYLE),
+                                      continuous_update=False, layout=widgets.Layout(width=SENTENCE_WIDTH)),
+                "layer": controls.int_slider(_("layer"), layer, 0, heads.num_layers - 1),
+                "head": controls.dropdown(_("head (for the text below)"), list(range(heads.num_heads)), head),
             }
+            self.controls["sentence"].layout.width = SENTENCE_WIDTH  # sentences are longer than a slider
             self.message = widgets.HTML()
             self.image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", height="auto"))
             self.links = widgets.HTML()
             c = self.controls
-            self.children = [c["sentence"], c["typed"], widgets.HBox([c["layer"], c["head"]]), self.message,
-                             self.image, self.links]
+            self.children = [c["sentence"], c["typed"], c["layer"], c["head"], self.message, self.image, self.links]
             self.add_class("mha-trained-explorer")
             for control in c.values():
                 control.observe(self._on_change, names="value")

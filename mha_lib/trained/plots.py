@@ -4,7 +4,8 @@
     layer_head_figure({"title": scores})     one (layers × heads) map per score, the best head marked
 
 Both draw a single image per panel (a mosaic for the grid), so 72 heads cost one ``imshow``, not 72 axes.
-Layers and heads are counted from 0, as everywhere in the series.
+Layers and heads are counted from 0, as everywhere in the series. Both stay within the series' width
+(``display.plotting.MAX_WIDTH_IN``, 1,000 px): their cells shrink to fit it.
 """
 
 from __future__ import annotations
@@ -14,10 +15,16 @@ import math
 import numpy as np
 import torch
 
+from ..display.plotting import MAX_WIDTH_IN
 from ..language import gettext as _
 from ..validation import check_tensor
 
 Tensor = torch.Tensor
+
+
+#: the figures' width at most, a little under MAX_WIDTH_IN: the notebook crops a figure to its content plus a
+#: margin, which may add a few pixels
+WIDTH_IN = MAX_WIDTH_IN - 0.2
 
 
 def _figure(width_inches: float, height_inches: float):
@@ -40,9 +47,12 @@ def _mosaic(weights: np.ndarray, gap: int) -> np.ndarray:
 
 
 def head_grid_figure(weights: Tensor, tokens, *, title: str | None = None, cell_inches: float = 0.85):
-    """Every head as a thumbnail: rows are layers, columns heads, all on the same 0 … 1 colour scale."""
+    """Every head as a thumbnail: rows are layers, columns heads, all on the same 0 … 1 colour scale.
+
+    ``cell_inches``: a thumbnail's side at most; smaller when the heads would not fit ``WIDTH_IN``."""
     weights = check_tensor("weights", weights, ndim=4, layout="(L, H, T, T)")
     L, H, T, _S = weights.shape
+    cell_inches = min(cell_inches, (WIDTH_IN - 1.4) / H)
     if len(tokens) != T:
         raise ValueError(f"tokens must have one label per position (T = {T}), got {len(tokens)}")
     gap = max(1, math.ceil(T / 6))
@@ -83,7 +93,8 @@ def layer_head_figure(panels: dict, *, title: str | None = None, cmap: str = "vi
     shared = vmin is not None and vmax is not None  # a fixed range: every panel uses the same colours
     first = next(iter(panels.values()))
     L, H = first.shape
-    # the default fits 3 columns in 1200 px; a single panel can afford larger cells
+    # cells shrink so that the columns fit WIDTH_IN; a single panel can afford larger cells
+    cell_inches = min(cell_inches, (WIDTH_IN / ncols - 0.85) / H)
     fig = _figure(ncols * (H * cell_inches + 0.85), nrows * (L * cell_inches + 1.3))
     axes = fig.subplots(nrows, ncols, squeeze=False)
     for ax, (name, values) in zip(axes.flat, panels.items()):

@@ -22,7 +22,7 @@ def test_the_mosaic_puts_each_head_in_its_place_with_gaps():
 def test_head_grid_is_one_image_of_whole_pixels():
     fig = head_grid_figure(torch.rand(6, 12, 16, 16), [f"t{i}" for i in range(16)], title="grid")
     assert len(fig.axes) == 2  # the mosaic and its colour bar, not 72 axes
-    assert repr(fig) == "<Figure size 1160x620 with 2 Axes>"
+    assert repr(fig) == "<Figure size 980x530 with 2 Axes>"  # 12 heads shrink to fit 1,000 px
     with pytest.raises(ValueError, match=r"tokens must have one label per position \(T = 16\), got 3"):
         head_grid_figure(torch.rand(6, 12, 16, 16), ["a", "b", "c"])
     with pytest.raises(ValueError, match=r"weights must be 4-D \(L, H, T, T\)"):
