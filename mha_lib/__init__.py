@@ -39,6 +39,8 @@ display/ — everything that draws or prints (matplotlib and ipywidgets loaded o
     printing.py     ``show``, ``show_table``: device-independent printing;  plotting.py  per-head heatmaps
     render.py       the explorers' PNG engine;  widgets.py  the explorers;  fonts.py  CJK glyphs for token labels
     static_widgets.py  widget cells saved with a static picture (a Jupyter pre-save hook)
+    controls.py     every explorer's sliders and menus, one layout rule
+    single_head.py … efficiency_figures.py   chapters 1–9's own figures and explorers (see display/__init__.py)
 
 trained/ — chapter 10, a trained model (imported on use, so ``import mha_lib`` never loads transformers):
 

@@ -6,6 +6,11 @@
     widgets.py         the explorers (``attention_explorer``), ipywidgets loaded on first use
     controls.py        every explorer's sliders and menus, built to one layout rule (label column, track width)
     fonts.py           a CJK fallback font for token labels (a Regular cut of the bundled variable font)
+
+One module per chapter's own figures and explorers, so that a widget cell runs on its own (imports, one call):
+    single_head.py (1), stacking_heads.py (2), weight_splitting.py (3), scaling.py (4), causal_masking.py (5),
+    softmax_figures.py (6), output_projection_figures.py (7), efficiency_figures.py (9); chapters 10–14 keep
+    theirs beside their models: trained/, induction/, llm/ (sharing, rotary, scale)
     static_widgets.py  widget cells saved as a sentence + picture (a Jupyter pre-save hook; standard library only)
 
 Nothing heavy is imported here: ``import mha_lib.display.static_widgets`` loads neither matplotlib nor ipywidgets.

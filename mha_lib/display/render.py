@@ -50,7 +50,7 @@ NAN_LEGEND = N_("NaN (overflow)")
 
 LABEL_PX = 11  # font sizes in pixels: at least 10 px on a projector, CJK included
 TITLE_PX = 12
-PANEL_PX = 192  # a heatmap is about this many pixels wide and high, whatever the number of tokens
+PANEL_PX = 188  # (the 16-token explorer stays within 1,000 px) a heatmap is about this many pixels wide and high, whatever the number of tokens
 MAX_COLUMNS = 4
 MAX_HEIGHT_PX = 900  # the whole picture fits a 1080-line screen: with many heads the entries get smaller
 GAP = 12  # between panels
