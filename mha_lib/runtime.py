@@ -1,8 +1,12 @@
-"""Where the tensors live, and the settings that make printed numbers the same on every device."""
+"""Where the tensors live, the settings that make printed numbers the same on every device, and where files
+built once per machine are kept (``cache_folder``)."""
 
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
+from pathlib import Path
 from typing import Iterator
 
 import torch
@@ -50,3 +54,21 @@ def one_thread() -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(threads)
+
+
+def cache_folder(name: str) -> Path:
+    """The folder ``mha_lib/<name>`` for files built once per machine (the Regular CJK font cut, SmolLM2's
+    float32 copy), created if needed: beside the environment when it is writable (``sys.prefix/share``: a venv,
+    Colab), else the user's cache folder (``$XDG_CACHE_HOME`` or ``~/.cache``)."""
+    if not isinstance(name, str) or not name or Path(name).name != name:
+        raise ValueError(f"name must be one folder name such as 'fonts', got {name!r}")
+    shared = Path(sys.prefix, "share", "mha_lib", name)
+    try:
+        shared.mkdir(parents=True, exist_ok=True)
+        if os.access(shared, os.W_OK):
+            return shared
+    except OSError:
+        pass
+    user = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "mha_lib", name)
+    user.mkdir(parents=True, exist_ok=True)
+    return user

@@ -34,6 +34,8 @@ import tempfile
 import warnings
 from pathlib import Path
 
+from ..runtime import cache_folder
+
 FONT_PACKAGE = "justmytype_intl_cjk"
 FONT_FOLDER = Path("fonts", "ofl")  # inside the package's folder
 # Simplified Chinese first (it also covers Japanese kana), then the glyphs only Traditional Chinese or Korean use
@@ -70,16 +72,7 @@ def bundled_font_paths() -> list[Path]:
 
 def _cache_folder() -> Path:
     """Beside the environment when it is writable (a venv, Colab), else the user's cache folder."""
-    shared = Path(sys.prefix, "share", "mha_lib", "fonts")
-    try:
-        shared.mkdir(parents=True, exist_ok=True)
-        if os.access(shared, os.W_OK):
-            return shared
-    except OSError:
-        pass
-    user = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "mha_lib", "fonts")
-    user.mkdir(parents=True, exist_ok=True)
-    return user
+    return cache_folder("fonts")
 
 
 def _common_characters() -> set[int]:
