@@ -60,7 +60,7 @@ def cache_folder(name: str) -> Path:
     """The folder ``mha_lib/<name>`` for files built once per machine (the Regular CJK font cut, SmolLM2's
     float32 copy), created if needed: beside the environment when it is writable (``sys.prefix/share``: a venv,
     Colab), else the user's cache folder (``$XDG_CACHE_HOME`` or ``~/.cache``)."""
-    if not isinstance(name, str) or not name or Path(name).name != name:
+    if not isinstance(name, str) or name in ("", ".", "..") or Path(name).name != name:
         raise ValueError(f"name must be one folder name such as 'fonts', got {name!r}")
     shared = Path(sys.prefix, "share", "mha_lib", name)
     try:
