@@ -71,6 +71,7 @@ $(STAMP): requirements.txt requirements-nodeps.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (mha_lib)"
 	$(BIN)/python -m mha_lib.display.fonts
+	$(BIN)/python -m mha_lib.llm.smollm2
 	touch $(STAMP)
 
 $(JUPYTER_CONFIG): mha_lib/display/static_widgets.py | $(STAMP)

