@@ -15,7 +15,7 @@
 
 The rotation itself lives in the core (``mha_lib.positions``: ``apply_rope``, ``rope_frequencies``), the masks
 too (``mha_lib.sliding_window_mask``); this module only draws them. Every figure is a plain
-``matplotlib.figure.Figure`` at 100 dpi, labels of at least 10 px, within 1200 × 900 px.
+``matplotlib.figure.Figure`` at 100 dpi, labels of at least 10 px, within 1000 × 900 px as a notebook shows it.
 """
 
 from __future__ import annotations
@@ -30,8 +30,9 @@ import time
 import numpy as np
 import torch
 
+from ..display.controls import int_slider
 from ..display.plotting import COLORMAPS, DPI, LABEL_PT, MASKED_RGB, MAX_HEIGHT_IN, MAX_WIDTH_IN, SUPTITLE_PT, TITLE_PT
-from ..language import gettext as _, pgettext
+from ..language import gettext as _, ngettext, pgettext
 from ..masks import causal_mask, sliding_window_mask
 from ..positions import apply_rope, rope_frequencies
 from ..validation import check_int, check_positive_float, check_positive_int, check_tensor
@@ -44,11 +45,17 @@ LLAMA3_THETA = 500000.0  # Llama 3's rope_theta (its config.json); Llama 2 and t
 TEST_STEPS = 100  # what train_with_progress trains under a test instead of chapter 11's 3,000 steps (seconds, not a minute)
 
 
+# JupyterLab's inline backend crops a figure to its artists plus 0.1 in a side (bbox_inches="tight"); constrained
+# layout leaves only 0.06 in a side, so a figure MAX_WIDTH_IN wide would come out ~8 px wider than the panel
+CROP_IN = 0.2
+WIDEST_IN = MAX_WIDTH_IN - CROP_IN  # the widest figure of chapters 13 and 14: 980 px, ~990 px once cropped
+
+
 def _figure(width: float, height: float):
-    """A figure of whole pixels at 100 dpi, within the projector limits."""
+    """A figure of whole pixels at 100 dpi, within the projector limits (``WIDEST_IN``: ~990 px once cropped)."""
     from matplotlib.figure import Figure
 
-    width, height = min(width, MAX_WIDTH_IN), min(height, MAX_HEIGHT_IN)
+    width, height = min(width, WIDEST_IN), min(height, MAX_HEIGHT_IN)
     fig = Figure(figsize=(round(width * DPI) / DPI, round(height * DPI) / DPI), dpi=DPI, layout="constrained")
     fig.get_layout_engine().set(h_pad=0.06, w_pad=0.06)
     return fig
@@ -248,13 +255,6 @@ def offset_figure(q, k, m: int, n: int, *, theta: float = 10000.0, num_positions
     return fig
 
 
-def _int_slider(description: str, value: int, low: int, high: int):
-    from ipywidgets import IntSlider, Layout
-
-    return IntSlider(value=value, min=low, max=high, description=description, continuous_update=False,
-                     style={"description_width": "initial"}, layout=Layout(width="420px"))
-
-
 def offset_widget(q, k, *, theta: float = 10000.0, num_positions: int = 16, m: int = 5, n: int = 2):
     """Two sliders, query position m and key position n, redrawing ``offset_figure`` on release."""
     from ipywidgets import interactive
@@ -262,8 +262,8 @@ def offset_widget(q, k, *, theta: float = 10000.0, num_positions: int = 16, m: i
     num_positions = check_positive_int("num_positions", num_positions)
     q, k = _check_even_vector("q", q), _check_even_vector("k", k)
     return interactive(lambda m, n: offset_figure(q, k, m, n, theta=theta, num_positions=num_positions), AUTO_DISPLAY,
-                       m=_int_slider(_("query position m"), m, 0, num_positions - 1),
-                       n=_int_slider(_("key position n"), n, 0, num_positions - 1))
+                       m=int_slider(_("query position m"), m, 0, num_positions - 1),
+                       n=int_slider(_("key position n"), n, 0, num_positions - 1))
 
 
 # ----------------------------------------------------------------------------------------- sliding windows
@@ -338,10 +338,12 @@ def receptive_field(layers: int, window: int, num_tokens: int | None = None) -> 
     return int(reach_matrix(layers, window, num_tokens)[-1, -1].sum())
 
 
-def reach_figure(layers: int, window: int, num_tokens: int | None = None):
+def reach_figure(layers: int, window: int, num_tokens: int | None = None, *, rows: int | None = None):
     """Rows: after layer 1 .. L; columns: input positions. Dark: that input can reach the last token's vector.
 
     Each layer reaches ``W - 1`` positions further back: after L layers, ``L·(W - 1) + 1`` positions.
+    ``rows``: draw room for that many layers (at least ``layers``; the rows below layer L stay empty), so that a
+    widget's picture keeps one size whatever L is (``reach_widget`` passes its largest L). Default: ``layers``.
     """
     layers = check_positive_int("layers", layers)
     window = check_positive_int("window", window)
@@ -352,10 +354,14 @@ def reach_figure(layers: int, window: int, num_tokens: int | None = None):
     image = np.empty(reach.shape + (3,), dtype=np.uint8)
     image[reach] = KEPT_RGB
     image[~reach] = MASKED_RGB
-    width = min(max(2.2 + 0.19 * num_tokens, 8.0), MAX_WIDTH_IN)
-    fig = _figure(width, 1.9 + 0.36 * layers)
+    fixed = rows is not None  # a widget's picture: one size for every L and W
+    rows = layers if rows is None else check_int("rows", rows, low=layers)
+    width = WIDEST_IN if fixed else min(max(2.2 + 0.19 * num_tokens, 8.0), WIDEST_IN)
+    fig = _figure(width, 1.9 + 0.36 * rows)
     ax = fig.subplots()
-    ax.imshow(image, interpolation="nearest", aspect="auto")
+    ax.imshow(image, interpolation="nearest", aspect="auto", extent=(-0.5, num_tokens - 0.5, layers - 0.5, -0.5))
+    ax.set_xlim(-0.5, num_tokens - 0.5)
+    ax.set_ylim(rows - 0.5, -0.5)  # rows below layer L: empty
     every = max(1, math.ceil(num_tokens / 30))
     ticks = [t for t in range(num_tokens) if (num_tokens - 1 - t) % every == 0]
     ax.set_xticks(ticks, [str(t) for t in ticks], fontsize=LABEL_PT, rotation=90 if num_tokens > 30 else 0)
@@ -365,26 +371,38 @@ def reach_figure(layers: int, window: int, num_tokens: int | None = None):
     ax.set_yticks(np.arange(-0.5, layers), minor=True)
     ax.grid(True, which="minor", color="white", lw=0.8)
     ax.tick_params(which="both", length=0)
+    if rows > layers:  # room for more layers below: the positions on top, next to the rows they number
+        ax.xaxis.tick_top()
+        ax.xaxis.set_label_position("top")
+        for spine in ax.spines.values():
+            spine.set_visible(False)
     ax.set_xlabel(_("input position (the last token is {last})").format(last=num_tokens - 1), fontsize=TITLE_PT)
     counted = int(reach[-1].sum())
-    title = (_("W = {window}, L = {layers}: the last token reads {count} positions = L·(W - 1) + 1 = "
-               "{layers}·{back} + 1") if counted == layers * (window - 1) + 1 else
-             _("W = {window}, L = {layers}: the last token reads {count} positions = L·(W - 1) + 1 = "
-               "{layers}·{back} + 1 (cut by the sequence's start)"))
+    title = (ngettext("W = {window}, L = {layers}: the last token reads {count} position = L·(W - 1) + 1 = "
+                      "{layers}·{back} + 1",
+                      "W = {window}, L = {layers}: the last token reads {count} positions = L·(W - 1) + 1 = "
+                      "{layers}·{back} + 1", counted) if counted == layers * (window - 1) + 1 else
+             ngettext("W = {window}, L = {layers}: the last token reads {count} position = L·(W - 1) + 1 = "
+                      "{layers}·{back} + 1 (cut by the sequence's start)",
+                      "W = {window}, L = {layers}: the last token reads {count} positions = L·(W - 1) + 1 = "
+                      "{layers}·{back} + 1 (cut by the sequence's start)", counted))
     ax.set_title(title.format(window=window, layers=layers, count=counted, back=window - 1), fontsize=TITLE_PT)
     fig.suptitle(_("How far back information can travel through stacked sliding windows"), fontsize=SUPTITLE_PT)
     return fig
 
 
 def reach_widget(layers: int = 3, window: int = 4, *, max_layers: int = 8, max_window: int = 8):
-    """Two sliders, layers L and window W, redrawing ``reach_figure`` on release."""
+    """Two sliders, layers L and window W, redrawing ``reach_figure`` on release, in one picture size: room for
+    ``max_layers`` rows whatever L is, so that the notebook below it does not move when L changes."""
     from ipywidgets import interactive
 
     max_layers = check_positive_int("max_layers", max_layers)
     max_window = check_positive_int("max_window", max_window)
-    return interactive(lambda layers, window: reach_figure(layers, window), AUTO_DISPLAY,
-                       layers=_int_slider(_("layers L"), check_positive_int("layers", layers), 1, max_layers),
-                       window=_int_slider(_("window W"), check_positive_int("window", window), 1, max_window))
+    return interactive(lambda layers, window: reach_figure(layers, window, rows=max_layers), AUTO_DISPLAY,
+                       layers=int_slider(_("layers L"), check_int("layers", layers, low=1, high=max_layers), 1,
+                                         max_layers),
+                       window=int_slider(_("window W"), check_int("window", window, low=1, high=max_window), 1,
+                                         max_window))
 
 
 # --------------------------------------------------------------------------------------------- the cache

@@ -18,7 +18,8 @@
 
 The algorithm lives in the core (``mha_lib.functional``: ``online_softmax_step``, ``flash_attention``), the masks
 and the sizes too (``mha_lib.masks``, ``mha_lib.sizes``); this module only walks, counts and draws them. Every
-figure is a plain ``matplotlib.figure.Figure`` at 100 dpi, labels of at least 10 px, within 1200 × 900 px.
+figure is a plain ``matplotlib.figure.Figure`` at 100 dpi, labels of at least 10 px, within 1000 × 900 px as a notebook
+shows it (``rotary.WIDEST_IN``).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from ..display.plotting import LABEL_PT, MASKED_RGB, MAX_WIDTH_IN, SUPTITLE_PT, TITLE_PT
+from ..display.plotting import LABEL_PT, MASKED_RGB, SUPTITLE_PT, TITLE_PT
 from ..functional import masked_softmax, online_softmax_start, online_softmax_step
 from ..language import N_, gettext as _, ngettext
 from ..masks import causal_mask_at
@@ -43,7 +44,8 @@ from ..sizes import (
     latent_attention_parameter_count,
 )
 from ..validation import check_flag, check_int, check_positive_int, check_tensor, divisors
-from .rotary import AUTO_DISPLAY, KEPT_RGB, _figure, _int_slider  # the series' figure size and slider style
+from ..display.controls import dropdown, int_slider, selection_slider
+from .rotary import AUTO_DISPLAY, KEPT_RGB, WIDEST_IN, _figure  # the series' figure size
 
 Tensor = torch.Tensor
 
@@ -198,7 +200,7 @@ def online_softmax_figure(scores_row, values, block_size: int = 3, step: int | N
     gap.semilogy(x[step - 1:], errors[step - 1:], "o:", color=UNSEEN_RGB, lw=1)  # the steps still to come
     gap.semilogy(x[:step], errors[:step], "o-", color=SEEN_RGB, lw=2)
     gap.axhline(1e-6, color="0.6", lw=0.8, ls="--")
-    gap.text(0.5, 1.3e-6, _("float32 rounding"), fontsize=LABEL_PT, color="0.4", va="bottom")
+    gap.text(0.5, 1.3e-6, _("float32 rounding"), fontsize=TITLE_PT, color="0.3", va="bottom")  # grey, yet legible
     gap.set_xticks(x, [str(t) for t in x], fontsize=LABEL_PT)
     gap.set_xlim(0.4, n + 0.6)
     top = max(max(errors) * 4, 1e-5)
@@ -218,16 +220,24 @@ def online_softmax_figure(scores_row, values, block_size: int = 3, step: int | N
 
 
 def online_softmax_widget(scores_row, values, block_size: int = 3, step: int = 1):
-    """Two sliders, the block size and the step, redrawing ``online_softmax_figure`` on release."""
+    """Two sliders, the block size and the step, redrawing ``online_softmax_figure`` on release. The step slider
+    runs from 1 to the number of blocks, ``ceil(S / b)``: a larger block size shortens it (a step past the new last
+    block moves to it)."""
     from ipywidgets import interactive
 
     scores_row, values = _row_and_values(scores_row, values)
     S = scores_row.shape[0]
     block_size = check_int("block_size", block_size, low=1, high=S)
+    blocks = math.ceil(S / block_size)
+    block_slider = int_slider(_("block size b"), block_size, 1, S)
+    step_slider = int_slider(_("step (blocks read)"), check_int("step", step, low=1, high=blocks), 1, blocks)
+
+    def fit_steps(change):  # registered before interactive's own observer: the step is in range when it redraws
+        step_slider.max = math.ceil(S / change["new"])  # ipywidgets lowers a value above the new max to it
+
+    block_slider.observe(fit_steps, names="value")
     return interactive(lambda block_size, step: online_softmax_figure(scores_row, values, block_size, step),
-                       AUTO_DISPLAY,
-                       block_size=_int_slider(_("block size b"), block_size, 1, S),
-                       step=_int_slider(_("step (blocks read)"), check_int("step", step, low=1, high=S), 1, S))
+                       AUTO_DISPLAY, block_size=block_slider, step=step_slider)
 
 
 # ------------------------------------------------------------------------------------------------- tiles
@@ -318,7 +328,7 @@ def tile_grid_figure(T: int, S: int, block_size: int, causal: bool = True, *, co
                        _("top left (is_causal=True): query t at position t")))
     rows, cols = panels[0][0].shape
     side = min(5.2, max(3.2, 0.42 * max(rows, cols) + 1.6))
-    fig = _figure(min(MAX_WIDTH_IN, side * cols / max(rows, cols) * len(panels) + 1.6 * len(panels) + 0.4),
+    fig = _figure(min(WIDEST_IN, side * cols / max(rows, cols) * len(panels) + 1.6 * len(panels) + 0.4),
                   side * rows / max(rows, cols) + 2.4)
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     for n, (ax, (status, first, title)) in enumerate(zip(axes, panels)):
@@ -535,15 +545,16 @@ def design_figure(design: str = "MLA", *, num_kv_heads: int = 8, kv_lora_rank: i
              design_costs("GQA", num_kv_heads=num_kv_heads, context=context, config=config),
              design_costs("MQA", context=context, config=config),
              design_costs("MLA", kv_lora_rank=kv_lora_rank, context=context, config=config)]
-    fig = _figure(11.5, 3.9)
+    fig = _figure(11.5, 4.3)
     panels = fig.subplots(1, 3)
     y = np.arange(len(costs))[::-1]
     colours = ["#4c72b0" if c["design"] == design else "0.75" for c in costs]
-    measures = ((lambda c: c["cache_bytes_per_token"] / 1024, _("KV cache per token, {layers} layers (KiB)"), "{:,.0f}"),
-                (lambda c: c["parameters"] / 1e6, _("attention parameters of one layer (M)"), "{:,.1f}"),
+    measures = ((lambda c: c["cache_bytes_per_token"] / 1024, _("KV cache per token,\n{layers} layers (KiB)"),
+                 "{:,.0f}"),
+                (lambda c: c["parameters"] / 1e6, _("attention parameters\nof one layer (M)"), "{:,.1f}"),
                 (lambda c: c["flops_per_token"] / 1e9,
-                 _("GFLOPs of one new token's attention over\n{context:,} cached tokens, {layers} layers, no projections"),
-                 "{:,.2f}"))
+                 _("GFLOPs of one new token's attention\nover {context:,} cached tokens,\n{layers} layers, no "
+                   "projections"), "{:,.2f}"))
     for n, (ax, (value, name, fmt)) in enumerate(zip(panels, measures)):
         values = [value(c) for c in costs]
         ax.barh(y, values, color=colours)
@@ -556,36 +567,44 @@ def design_figure(design: str = "MLA", *, num_kv_heads: int = 8, kv_lora_rank: i
         ax.grid(axis="x", alpha=0.3)
     name = next((k for k, v in DECODER_CONFIGS.items() if v == config), _("this model"))
     chosen = next(c for c in costs if c["design"] == design)
-    fig.suptitle(_("{name}'s shape (D = {D:,}, {H} heads, {layers} layers), {label}: {numbers:,} numbers per token "
-                   "and layer, {ratio:.1f}× fewer than MHA").format(
-        name=name, D=config.d_model, H=config.num_heads, layers=config.n_layers, label=chosen["label"],
-        numbers=chosen["cache_numbers"], ratio=costs[0]["cache_numbers"] / chosen["cache_numbers"]),
-        fontsize=SUPTITLE_PT)
+    ratio = costs[0]["cache_numbers"] / chosen["cache_numbers"]
+    if design == "MHA":
+        verdict = _("{label}: {numbers:,} numbers per token and layer, the reference the other designs are "
+                    "compared with")
+    elif chosen["cache_numbers"] == costs[0]["cache_numbers"]:  # GQA with G = H
+        verdict = _("{label}: {numbers:,} numbers per token and layer, as many as MHA (G = H is MHA)")
+    else:
+        verdict = _("{label}: {numbers:,} numbers per token and layer, {ratio:.1f}× fewer than MHA")
+    shape = _("{name}'s shape (D = {D:,}, {H} heads, {layers} layers)").format(
+        name=name, D=config.d_model, H=config.num_heads, layers=config.n_layers)
+    fig.suptitle(shape + "\n" + verdict.format(label=chosen["label"], numbers=chosen["cache_numbers"], ratio=ratio),
+                 fontsize=SUPTITLE_PT)
     return fig
 
 
 def design_widget(config=DESIGN_MODEL, *, design: str = "MLA", num_kv_heads: int = 8,
                   kv_lora_rank: int | None = None, context: int = 4096):
     """``design_figure`` with a menu (the design to highlight) and sliders for G, r and the context length."""
-    from ipywidgets import Dropdown, SelectionSlider, interactive
+    from ipywidgets import interactive
 
     config = decoder_config(config)
     default_rank = _per_head(config)[1]
     rank = default_rank if kv_lora_rank is None else check_positive_int("kv_lora_rank", kv_lora_rank)
-    ranks = sorted({64, 128, 256, 512, 1024, 2048, rank})
-    contexts = sorted({1024, 4096, 16384, 65536, config.context_length, check_positive_int("context", context)})
-    style = {"description_width": "initial"}
-    return interactive(
+    ranks = {64, 128, 256, 512, 1024, 2048, rank}
+    contexts = {1024, 4096, 16384, 65536, config.context_length, check_positive_int("context", context)}
+    if design not in DESIGNS:
+        raise ValueError(f"design must be one of {list(DESIGNS)}, got {design!r}")
+    if num_kv_heads not in divisors(config.num_heads):
+        raise ValueError(f"num_kv_heads must divide the {config.num_heads} query heads, got {num_kv_heads!r}; try "
+                         f"one of {divisors(config.num_heads)}")
+    return interactive(  # every slider: smallest on the left (G grows to the right, as in chapter 12)
         lambda design, num_kv_heads, kv_lora_rank, context: design_figure(
             design, num_kv_heads=num_kv_heads, kv_lora_rank=kv_lora_rank, context=context, config=config),
         AUTO_DISPLAY,
-        design=Dropdown(options=list(DESIGNS), value=design, description=_("design"), style=style),
-        num_kv_heads=SelectionSlider(options=divisors(config.num_heads), value=num_kv_heads,
-                                     description=_("GQA: G (kv heads)"), continuous_update=False, style=style),
-        kv_lora_rank=SelectionSlider(options=ranks, value=rank, description=_("MLA: latent width r"),
-                                     continuous_update=False, style=style),
-        context=SelectionSlider(options=contexts, value=context, description=_("context (tokens)"),
-                                continuous_update=False, style=style))
+        design=dropdown(_("design"), list(DESIGNS), design),
+        num_kv_heads=selection_slider(_("GQA: G (kv heads)"), divisors(config.num_heads), num_kv_heads),
+        kv_lora_rank=selection_slider(_("MLA: latent width r"), ranks, rank),
+        context=selection_slider(_("context (tokens)"), contexts, context))
 
 
 def mla_forms(config=DESIGN_MODEL, *, queries: int = 1, keys: int = 4096) -> dict:

@@ -3,7 +3,7 @@
     grouped_heads_figure(weights, tokens, num_kv_heads)   per-head heatmaps, one frame colour per kv head
     sharing_figure(num_kv_heads)                          a published shape (Llama-2-7B) with G kv heads: the
                                                           grouping, the attention parameters, the cache per token
-    sharing_widget()                                      the same, with a slider over G (H down to 1)
+    sharing_widget()                                      the same, with a slider over G (1 up to H, left to right)
     generation_steps_figure(weights, tokens, steps=...)   the score matrix filling row by row while a model
                                                           generates; the cached keys each new query reads
     cache_speedup_figure(result)                          the saved benchmark: generation time with and without
@@ -12,8 +12,8 @@
                                                           back-end SDPA chose, whether it copied the kv heads
 
 Every figure is a plain ``matplotlib.figure.Figure`` at 100 dpi with labels of at least 10 px, within
-1200 × 900 px (the series' projector sizes, ``mha_lib.display.plotting``). Heads are counted from 0; query heads
-``h`` share key/value head ``h // (H / G)`` (Llama's ``repeat_kv`` order, ``mha_lib.expand_kv_heads``).
+1000 × 900 px as a notebook shows it (the series' sizes, ``mha_lib.display.plotting``). Heads are counted from 0;
+query heads ``h`` share key/value head ``h // (H / G)`` (Llama's ``repeat_kv`` order, ``mha_lib.expand_kv_heads``).
 """
 
 from __future__ import annotations
@@ -24,11 +24,13 @@ import os
 import numpy as np
 import torch
 
-from ..display.plotting import COLORMAPS, DPI, LABEL_PT, MASKED_RGB, MAX_HEIGHT_IN, MAX_WIDTH_IN, SUPTITLE_PT, \
+from ..display.controls import selection_slider
+from ..display.plotting import COLORMAPS, DPI, LABEL_PT, MASKED_RGB, MAX_HEIGHT_IN, SUPTITLE_PT, \
     TITLE_PT, plot_heads
 from ..language import gettext as _, ngettext
 from ..sizes import DECODER_CONFIGS, attention_parameter_count, decoder_config, kv_cache_bytes
 from ..validation import check_positive_int, check_tensor, divisors
+from .rotary import WIDEST_IN
 
 Tensor = torch.Tensor
 
@@ -43,10 +45,11 @@ WIDGET_MODEL = "llama-2-7b"  # the shape the G slider varies: 32 query heads of 
 
 
 def _figure(width: float, height: float):
-    """A figure of whole pixels at 100 dpi, within the series' 1200 × 900 px."""
+    """A figure of whole pixels at 100 dpi, within the series' 1000 × 900 px as a notebook shows it (``WIDEST_IN``:
+    the inline backend's crop adds ~8 px to a figure MAX_WIDTH_IN wide)."""
     from matplotlib.figure import Figure
 
-    width, height = min(width, MAX_WIDTH_IN), min(height, MAX_HEIGHT_IN)
+    width, height = min(width, WIDEST_IN), min(height, MAX_HEIGHT_IN)
     fig = Figure(figsize=(round(width * DPI) / DPI, round(height * DPI) / DPI), dpi=DPI, layout="constrained")
     fig.get_layout_engine().set(h_pad=0.06, w_pad=0.06)
     return fig
@@ -235,7 +238,7 @@ def sharing_figure(num_kv_heads: int = 32, config=WIDGET_MODEL, *, title: str | 
     params.set_title(_("one layer: {parameters:.1f} M (G = {H}: {parameters_mha:.1f} M)").format(
         parameters=numbers_["parameters"] / 1e6, H=H, parameters_mha=mha["parameters"] / 1e6), fontsize=TITLE_PT)
 
-    options = sorted(divisors(H), reverse=True)
+    options = divisors(H)  # ascending: G grows to the right, as on the widget's slider
     kib = [sharing_numbers(g, config)["cache_per_token"] / 1024 for g in options]
     colours = ["#4c72b0" if g == G else "0.8" for g in options]
     x = np.arange(len(options))
@@ -258,14 +261,12 @@ def sharing_figure(num_kv_heads: int = 32, config=WIDGET_MODEL, *, title: str | 
 
 
 def sharing_widget(config=WIDGET_MODEL, num_kv_heads: int | None = None):
-    """``sharing_figure`` with a slider over G, from H down to 1 (the divisors of H); redraws on release."""
-    from ipywidgets import SelectionSlider, interactive
+    """``sharing_figure`` with a slider over G, the divisors of H from 1 (left) to H (right); redraws on release."""
+    from ipywidgets import interactive
 
     config = decoder_config(config)
-    options = sorted(divisors(config.num_heads), reverse=True)
     value = config.num_kv_heads if num_kv_heads is None else _check_groups(config.num_heads, num_kv_heads)
-    slider = SelectionSlider(options=options, value=value, description=_("G (kv heads)"), continuous_update=False,
-                             style={"description_width": "initial"})
+    slider = selection_slider(_("G (kv heads)"), divisors(config.num_heads), value)
     # auto_display: the figure goes into the widget's output area (as ``interact`` does), where a saved notebook
     # keeps it for its static copy (mha_lib.display.static_widgets)
     return interactive(lambda num_kv_heads: sharing_figure(num_kv_heads, config), {"auto_display": True},
@@ -309,7 +310,7 @@ def generation_steps_figure(weights: Tensor, tokens, *, prompt_length: int, step
     norm = Normalize(0.0, 1.0)
     panels = [("prompt", list(range(prompt_length)))] + [(f"step {s}", [s]) for s in steps]
     n = len(panels)
-    fig = _figure(min(MAX_WIDTH_IN, 0.35 + n * (panel + 0.25)), panel + 1.9)
+    fig = _figure(min(WIDEST_IN, 0.35 + n * (panel + 0.25)), panel + 1.9)
     axes = fig.subplots(1, n, squeeze=False)[0]
     masked = np.array(MASKED_RGB) / 255
     for i, (ax, (name, rows)) in enumerate(zip(axes, panels)):

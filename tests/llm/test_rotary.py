@@ -147,10 +147,35 @@ def test_reach_widget_redraws_when_a_slider_moves():
     widget = rotary.reach_widget(layers=3, window=4)
     layers, window = widget.children[:2]
     assert "reads 10 positions" in widget.result.axes[0].get_title()
+    size = widget.result.get_size_inches().tolist()
     window.value = 8
     assert "reads 22 positions" in widget.result.axes[0].get_title()
     layers.value = 1
     assert "reads 8 positions" in widget.result.axes[0].get_title()
+    window.value = 1
+    assert "reads 1 position =" in widget.result.axes[0].get_title()  # one position, not "1 positions"
+    layers.value = 8
+    assert widget.result.get_size_inches().tolist() == size  # one size for every L and W: the page never jumps
+    _readable(widget.result)
+
+
+def test_reach_figure_with_room_for_more_layers_keeps_the_size_of_the_largest():
+    small, large = rotary.reach_figure(1, 2, rows=8), rotary.reach_figure(8, 8, rows=8)
+    assert small.get_size_inches().tolist() == large.get_size_inches().tolist()
+    assert [t.get_text() for t in small.axes[0].get_yticklabels()] == ["after layer 1"]  # the other rows empty
+    _readable(small)
+    with pytest.raises(ValueError, match="rows must be an int in \\[3,"):
+        rotary.reach_figure(3, 4, rows=2)
+
+
+def test_reach_figure_says_position_in_the_singular_in_both_languages():
+    assert "reads 1 position =" in rotary.reach_figure(3, 1).axes[0].get_title()
+    mha_lib.set_language("zh-CN")
+    try:
+        title = rotary.reach_figure(3, 1).axes[0].get_title()
+        assert "1 个位置" in title and "reads" not in title
+    finally:
+        mha_lib.set_language("en")
 
 
 def test_cache_growth_figure_draws_one_line_per_cache():

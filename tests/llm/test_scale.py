@@ -125,6 +125,20 @@ def test_online_softmax_widget_redraws_when_a_slider_moves():
     assert widget.result is not first and "block 4 of 4" in widget.result._suptitle.get_text()
     block.value = 6
     assert "block 2 of 2" in widget.result._suptitle.get_text()  # step 4 clamped to the last of 2 blocks
+    assert (step.max, step.value) == (2, 2)  # the slider itself ends at the last block: its readout says 2
+    block.value = 1
+    assert (step.max, step.value) == (12, 2) and "block 2 of 12" in widget.result._suptitle.get_text()
+
+
+def test_online_softmax_widget_starts_with_as_many_steps_as_blocks():
+    widget = scale.online_softmax_widget(SCORES, VALUES, block_size=4, step=2)
+    block, step = widget.children[:2]
+    assert (step.min, step.max, step.value) == (1, 3, 2)  # 12 keys in blocks of 4
+    with pytest.raises(ValueError, match="step must be an int in"):
+        scale.online_softmax_widget(SCORES, VALUES, block_size=4, step=4)  # there is no fourth block
+    from mha_lib.display import controls
+    assert block.layout.width == step.layout.width == controls.CONTROL_WIDTH  # the series' one layout
+    assert block.style.description_width == controls.LABEL_WIDTH
 
 
 # --- tiles -------------------------------------------------------------------------------------------------------
@@ -416,11 +430,27 @@ def test_design_figure_highlights_the_chosen_design_and_the_widget_redraws():
     assert "576 numbers per token and layer, 56.9× fewer than MHA" in fig._suptitle.get_text()
     widget = scale.design_widget()
     design, groups, rank, context = widget.children[:4]
+    assert list(groups.options) == sorted(groups.options) and groups.options[0] == 1  # G grows to the right
+    assert list(rank.options) == sorted(rank.options) and list(context.options) == sorted(context.options)
     first = widget.result
     design.value = "GQA"
     assert widget.result is not first and "GQA (G = 8): 2,048 numbers" in widget.result._suptitle.get_text()
     groups.value = 16
     assert "GQA (G = 16): 4,096 numbers" in widget.result._suptitle.get_text()
+
+
+def test_design_figure_names_mha_the_reference_not_one_times_fewer():
+    mha = scale.design_figure("MHA")._suptitle.get_text()
+    assert "MHA (G = 128): 32,768 numbers per token and layer, the reference" in mha and "1.0×" not in mha
+    same = scale.design_figure("GQA", num_kv_heads=128)._suptitle.get_text()  # G = H: MHA by another name
+    assert "as many as MHA" in same and "1.0×" not in same
+    mha_lib.set_language("zh-CN")
+    try:
+        for design in ("MHA", "GQA"):
+            text = scale.design_figure(design, num_kv_heads=128)._suptitle.get_text()
+            assert "1/1.0" not in text and "MHA" in text
+    finally:
+        mha_lib.set_language("en")
 
 
 # --- bad input -----------------------------------------------------------------------------------------------------

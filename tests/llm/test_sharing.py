@@ -123,7 +123,7 @@ def test_sharing_widget_redraws_when_the_slider_moves():
     pytest.importorskip("ipywidgets")
     widget = sharing.sharing_widget(num_kv_heads=8)
     slider = widget.children[0]
-    assert list(slider.options) == [32, 16, 8, 4, 2, 1] and slider.value == 8
+    assert list(slider.options) == [1, 2, 4, 8, 16, 32] and slider.value == 8  # G grows to the right
     assert "G = 8" in widget.result._suptitle.get_text()
     slider.value = 2
     assert "G = 2" in widget.result._suptitle.get_text()
