@@ -169,7 +169,13 @@ def stamp(nb, notebook_name: str, language: str = "en") -> None:
         if len(cells) != 1:
             raise SystemExit(f"{notebook_name}: expected exactly one cell tagged {tag!r}, found {len(cells)}")
         cells[0].source = text
-    tagged_cells(nb, BADGE_TAG)[0].attachments = badge_attachment(language)
+    badge = tagged_cells(nb, BADGE_TAG)[0]
+    badge.attachments = badge_attachment(language)
+    if language != "en":  # a twin's badge is written here, not translated: it follows the English badge
+        from translations import cell_fingerprint  # tests/translations.py
+
+        english = {"source": badge_markdown(notebook_name, url, "en"), "metadata": {}}
+        badge.metadata.setdefault("translation", {})["source"] = cell_fingerprint(english)
 
 
 def make_portable(nb, notebook_dir: Path, language: str = "en") -> None:
@@ -211,8 +217,15 @@ def refresh(path: Path) -> float:
     language = language_of(path, nb)
     stamp(nb, path.name, language)
     start = time.perf_counter()
+    from jupyter_client.manager import AsyncKernelManager
+
+    from notebook_client import Client  # tests/notebook_client.py
+
+    km = AsyncKernelManager(kernel_name="python3")
+    km.client_factory = Client  # finds a shell reply that a widget cell left in the socket at once, not at 600 s
     client = NotebookClient(
         nb,
+        km=km,
         timeout=600,
         kernel_name="python3",
         resources={"metadata": {"path": str(path.parent)}},
