@@ -66,6 +66,8 @@ deepseek.py, families.py and smollm2.py):
                     gpt-oss, Qwen3-Next, Llama 4, ...), called with their own rotary and mask
     smollm2.py      chapter 15: SmolLM2-135M-Instruct offline (GGUF -> cached float32), first-token mass,
                     StreamingLLM's experiment
+    attention_controls.py  chapter 15: the soft-cap and partial-RoPE widgets, first-token heatmaps, chapter 11's
+                    model trained plain / with sinks / with a gate
 
 exercises/ — the chapters' exercise checkers, one module per chapter.
 """

@@ -15,6 +15,8 @@ core: ``modules.MultiHeadAttention``, ``cache.KVCache``, ``positions``, ``masks`
                  ``mha_lib.attention_from_transformers``
     smollm2.py   chapter 15: SmolLM2-135M-Instruct offline (its GGUF converted once to a cached float32 copy),
                  the first token's attention mass, StreamingLLM's experiment
+    attention_controls.py  chapter 15's figures and widgets (the soft-cap, the first token's mass, partial RoPE)
+                 and chapter 11's model trained plain, with sinks and with a gate
 
 Imported on use: ``import mha_lib`` never loads transformers or matplotlib.
 """
