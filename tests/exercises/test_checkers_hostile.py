@@ -29,6 +29,7 @@ from mha_lib.exercises import ch09_efficiency as ch09
 from mha_lib.exercises import ch11_heads_learn as ch11
 from mha_lib.exercises import ch12_sharing_keys_and_values as ch12
 from mha_lib.exercises import ch14_attention_at_scale as ch14
+from mha_lib.exercises import ch15_where_the_attention_goes as ch15
 
 
 # --- one correct solution per checker, written as a student would -------------------------------------------
@@ -131,6 +132,11 @@ CHECKERS = {
     # ch14.needed_tiles takes only ints (nothing to zero or wreck): its hostile cases are in test_exercises_ch14.py
     "ch14.online_softmax": (ch14.check_online_softmax, online_softmax, "tensor"),
     "ch14.absorbed_query": (ch14.check_absorbed_query, lambda q, w: torch.einsum("bhtn,hnr->bhtr", q, w), "tensor"),
+    "ch15.sink_softmax": (ch15.check_sink_softmax, lambda s, z: torch.softmax(
+        torch.cat([s, z[:, None, None].expand(*s.shape[:2], 1)], dim=-1), dim=-1)[..., :-1], "tensor"),
+    "ch15.gated_output": (ch15.check_gated_output, lambda h, x, w: h * torch.sigmoid(x @ w.T), "tensor"),
+    # ch15.cache_lengths takes only ints and names (nothing to zero or wreck): its hostile cases are in
+    # test_exercises_ch15.py
 }
 ALL = list(CHECKERS)
 RETURNING_TENSORS = [name for name, (_, _, kind) in CHECKERS.items() if kind in ("tensor", "pair", "class")]
