@@ -32,9 +32,11 @@ StreamingLLM (Xiao et al. 2023, "Efficient Streaming Language Models with Attent
 last tokens only and finds that perplexity explodes once the first tokens are evicted, and comes back when the first
 few (the "attention sinks") are kept with the window. Here the window is a mask over one forward pass and positions
 are unchanged: query m keeps the ``window`` keys m - window + 1 .. m (itself included, like ``window=`` everywhere
-in mha_lib), plus keys 0 .. sinks - 1. (StreamingLLM itself renumbers positions inside its rolling cache; with
-RoPE only the distance m - n matters, which a mask over unchanged positions keeps exact for every key the query
-sees.)
+in mha_lib), plus keys 0 .. sinks - 1. (StreamingLLM itself renumbers positions inside its rolling cache.
+With RoPE only the distance m - n matters: for the window's keys a mask over unchanged positions gives the same
+distances as the renumbered cache, but a sink key sits m - n positions away here, up to T - 1, where the renumbered
+cache puts it within window + sinks of the query. Inside the model's trained context both are distances it has
+seen.)
 
 Imported on use: transformers is loaded only inside the functions that need it.
 """
