@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .validation import check_flag, check_int, check_positive_int
+from .validation import check_flag, check_int, check_layer_types, check_positive_int
 
 
 class GPTConfig(NamedTuple):
@@ -272,7 +272,7 @@ def kv_cache_bytes(
     held = tokens if window is None else min(tokens, window)
     layers_held = n_layers * held  # Σ over the layers of the tokens each holds
     if layer_types is not None:
-        kinds = _layer_kinds(layer_types, n_layers)
+        kinds = check_layer_types(layer_types, n_layers, "n_layers")
         if "sliding" in kinds and window is None:
             raise ValueError(f"layer_types has {kinds.count('sliding')} sliding layers but window is None: give the "
                              f"sliding layers' window (config.json's sliding_window)")
@@ -296,22 +296,6 @@ def kv_cache_bytes(
     return per_token * layers_held * bytes_per_element * batch_size
 
 
-#: the spellings of a layer's kind that ``kv_cache_bytes`` reads: ours, and transformers' ``config.layer_types``
-_LAYER_KINDS = {"sliding": "sliding", "full": "full", "sliding_attention": "sliding", "full_attention": "full"}
-
-
-def _layer_kinds(layer_types, n_layers: int) -> list[str]:
-    if isinstance(layer_types, str) or not isinstance(layer_types, (list, tuple)):
-        raise TypeError(f"layer_types must be a list of 'sliding' / 'full', one per layer, got "
-                        f"{type(layer_types).__name__} {str(layer_types)[:40]!r}")
-    if len(layer_types) != n_layers:
-        raise ValueError(f"layer_types must name each of the n_layers = {n_layers} layers, got {len(layer_types)} "
-                         f"entries")
-    bad = [kind for kind in layer_types if not isinstance(kind, str) or kind not in _LAYER_KINDS]
-    if bad:
-        raise ValueError(f"layer_types entries must be 'sliding' or 'full' (or transformers' 'sliding_attention' / "
-                         f"'full_attention'), got {bad[0]!r}")
-    return [_LAYER_KINDS[kind] for kind in layer_types]
 
 
 def latent_attention_parameter_count(

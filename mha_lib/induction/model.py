@@ -51,7 +51,7 @@ from ..cache import KVCache
 from ..modules import MultiHeadAttention
 from ..runtime import one_thread
 from ..validation import check_flag, check_floating, check_int, check_positive_float, check_positive_int, check_seed, \
-    check_tensor
+    check_layer_types, check_tensor
 
 Tensor = torch.Tensor
 
@@ -181,10 +181,6 @@ class ModelConfig:
     window: int | None = None  # the sliding layers' window
 
 
-#: what ``AttentionOnlyTransformer``'s ``layer_types`` may name (chapter 15): a layer with a window, or without
-LAYER_TYPES = ("sliding", "full")
-
-
 class AttentionOnlyTransformer(nn.Module):
     """Embeddings → ``num_layers`` × (x + MultiHeadAttention(x)) → logits. No MLP, no LayerNorm.
 
@@ -279,15 +275,7 @@ def _check_layer_types(layer_types, window, num_layers: int, causal: bool):
             raise ValueError(f"window={window!r} needs layer_types: name which layers slide, e.g. "
                              f"layer_types=['sliding', 'full']")
         return None, None
-    if isinstance(layer_types, str) or not isinstance(layer_types, (list, tuple)):
-        raise TypeError(f"layer_types must be a list of 'sliding' / 'full', one per layer, got "
-                        f"{type(layer_types).__name__} {str(layer_types)[:40]!r}")
-    if len(layer_types) != num_layers:
-        raise ValueError(f"layer_types must name each of the num_layers = {num_layers} layers, got "
-                         f"{len(layer_types)} entries: {list(layer_types)}")
-    bad = [kind for kind in layer_types if not isinstance(kind, str) or kind not in LAYER_TYPES]
-    if bad:
-        raise ValueError(f"layer_types entries must be 'sliding' or 'full', got {bad[0]!r}")
+    layer_types = check_layer_types(layer_types, num_layers, "num_layers")
     if "sliding" in layer_types:
         if window is None:
             raise ValueError("layer_types has sliding layers but window is None: give their window, e.g. window=4")

@@ -4,6 +4,7 @@
     frequencies_figure(head_dim, thetas)       the speeds θ^(-2i/Dh) and their wavelengths, θ = 10,000 vs 500,000
     rope_scores(q, k, positions, theta)        the score of q at m with k at n, for every (m, n)
     offset_figure(q, k, m, n) / offset_widget  move both positions: the score depends only on m - n
+    offset_explorer(m, n)                      offset_widget on section 3's query and key (section_query_key)
     window_masks_figure(tokens, window)        the causal mask beside the sliding-window mask
     reach_matrix(layers, window, T)            which inputs can reach each position after 1..L windowed layers
     reach_figure(layers, window) / reach_widget  how far information travels: L·(W - 1) + 1 positions
@@ -264,6 +265,27 @@ def offset_widget(q, k, *, theta: float = 10000.0, num_positions: int = 16, m: i
     return interactive(lambda m, n: offset_figure(q, k, m, n, theta=theta, num_positions=num_positions), AUTO_DISPLAY,
                        m=int_slider(_("query position m"), m, 0, num_positions - 1),
                        n=int_slider(_("key position n"), n, 0, num_positions - 1))
+
+
+def section_query_key() -> tuple[Tensor, Tensor]:
+    """Chapter 13's head-0 query of "journey" and key of "step", ``(8,)`` each, before any rotation: section 3's
+    layer, ``MultiHeadAttention(16, 16, 2048, 0.0, 2, rope_theta=10000.0)`` built after ``torch.manual_seed(7)``,
+    on ``toy_sentence()``. Built inside ``torch.random.fork_rng``: the caller's random numbers are left as they were."""
+    from ..data import toy_sentence
+    from ..modules import MultiHeadAttention
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(7)
+        layer = MultiHeadAttention(16, 16, 2048, 0.0, 2, rope_theta=10000.0)
+    x = toy_sentence()[1]  # (6, 16): the journey sentence
+    with torch.no_grad():  # head 0 = columns 0..7; token 1 = "journey", token 5 = "step"
+        return layer.W_query(x)[1, :8], layer.W_key(x)[5, :8]
+
+
+def offset_explorer(m: int = 5, n: int = 2, *, theta: float = 10000.0, num_positions: int = 16):
+    """``offset_widget`` on section 3's query of "journey" and key of "step" (``section_query_key``)."""
+    q, k = section_query_key()
+    return offset_widget(q, k, theta=theta, num_positions=num_positions, m=m, n=n)
 
 
 # ----------------------------------------------------------------------------------------- sliding windows
@@ -588,7 +610,7 @@ def train_with_progress(model, steps: int | None = None, *, reference=None, redr
 
 __all__ = [
     "LLAMA3_THETA", "NoPositions", "TEST_STEPS", "cache_growth_figure", "evaluate_at_length", "frequencies_figure",
-    "offset_figure", "offset_widget", "reach_figure", "reach_matrix", "reach_widget", "receptive_field", "rope_scores",
-    "rotary_induction_model", "rotation_figure", "train_with_progress", "training_steps", "under_test", "wavelengths",
-    "window_masks_figure",
+    "offset_explorer", "offset_figure", "offset_widget", "reach_figure", "reach_matrix", "reach_widget",
+    "receptive_field", "rope_scores", "rotary_induction_model", "rotation_figure", "section_query_key",
+    "train_with_progress", "training_steps", "under_test", "wavelengths", "window_masks_figure",
 ]

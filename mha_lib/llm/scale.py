@@ -219,12 +219,24 @@ def online_softmax_figure(scores_row, values, block_size: int = 3, step: int | N
     return fig
 
 
-def online_softmax_widget(scores_row, values, block_size: int = 3, step: int = 1):
+def section_row() -> tuple[Tensor, Tensor]:
+    """Chapter 14's section-2 example: one query's scaled scores over 12 keys ``(12,)`` and the keys' values
+    ``(12, 4)``, each drawn from its own seeded generator (6 and 7; the global random numbers are not touched)."""
+    row = torch.randn(12, generator=torch.Generator().manual_seed(6)) * 2
+    values = torch.randn(12, 4, generator=torch.Generator().manual_seed(7))
+    return row, values
+
+
+def online_softmax_widget(scores_row=None, values=None, block_size: int = 4, step: int = 2):
     """Two sliders, the block size and the step, redrawing ``online_softmax_figure`` on release. The step slider
     runs from 1 to the number of blocks, ``ceil(S / b)``: a larger block size shortens it (a step past the new last
-    block moves to it)."""
+    block moves to it). Without ``scores_row`` and ``values``: section 2's row (``section_row``)."""
     from ipywidgets import interactive
 
+    if (scores_row is None) != (values is None):
+        raise ValueError("give both scores_row and values, or neither (section 2's row)")
+    if scores_row is None:
+        scores_row, values = section_row()
     scores_row, values = _row_and_values(scores_row, values)
     S = scores_row.shape[0]
     block_size = check_int("block_size", block_size, low=1, high=S)
@@ -709,5 +721,6 @@ def refusal_message(error: BaseException) -> str:
 __all__ = [
     "DESIGNS", "FULL", "PARTIAL", "SKIPPED", "TraceStep", "design_costs", "design_figure", "design_table",
     "design_widget", "exact_row", "memory_wall_figure", "memory_wall_rows", "mla_forms", "online_softmax_figure",
-    "online_softmax_trace", "online_softmax_widget", "refusal_message", "tile_grid_figure", "tile_status",
+    "online_softmax_trace", "online_softmax_widget", "refusal_message", "section_row", "tile_grid_figure",
+    "tile_status",
 ]

@@ -68,8 +68,9 @@ def test_attention_options_reach_every_layer():
                                                  "got str 'sliding'"),
         (dict(layer_types=["full"]), ValueError, "layer_types must name each of the num_layers = 2 layers, got 1 "
                                                  "entries: ['full']"),
-        (dict(layer_types=["full", "local"]), ValueError, "layer_types entries must be 'sliding' or 'full', got "
-                                                          "'local'"),
+        (dict(layer_types=["full", "local"]), ValueError, "layer_types entries must be 'sliding' or 'full' (or "
+                                                          "transformers' 'sliding_attention' / 'full_attention'), "
+                                                          "got 'local'"),
         (dict(layer_types=["sliding", "full"]), ValueError, "layer_types has sliding layers but window is None"),
         (dict(layer_types=["sliding", "full"], window=0), ValueError, "window must be a positive int (>= 1), got 0"),
         (dict(layer_types=["full", "full"], window=3), ValueError, "window=3 but layer_types has no sliding layer"),

@@ -333,3 +333,22 @@ def test_only_a_layer_with_neither_a_mask_nor_positions_is_order_blind():
             gaps[causal] = float((layer(x[:, order]) - layer(x)[:, order]).abs().max())
     assert gaps[False] < 1e-6
     assert gaps[True] > 0.1  # 0.597 in the chapter: the mask alone moves the outputs (how far depends on the weights)
+
+
+def test_offset_explorer_uses_section_3s_query_and_key_and_leaves_the_rng_alone():
+    from mha_lib import MultiHeadAttention, toy_sentence
+
+    torch.manual_seed(7)
+    layer = MultiHeadAttention(16, 16, 2048, 0.0, 2, rope_theta=10000.0)  # the chapter's section 3
+    x = toy_sentence()[1]
+    with torch.no_grad():
+        expected = layer.W_query(x)[1, :8], layer.W_key(x)[5, :8]
+    torch.manual_seed(0)
+    before = torch.random.get_rng_state()
+    q, k = rotary.section_query_key()
+    assert torch.equal(torch.random.get_rng_state(), before)
+    assert torch.equal(q, expected[0]) and torch.equal(k, expected[1])
+    widget = rotary.offset_explorer(m=9, n=6)
+    assert (widget.children[0].value, widget.children[1].value) == (9, 6)
+    score = float(rotary.rope_scores(q, k, torch.arange(16))[9, 6])
+    assert f"m = 9, n = 6, offset m - n = 3: score {score:.4f}" in widget.result._suptitle.get_text()

@@ -489,3 +489,15 @@ def test_bad_input_names_the_argument(call, error, phrase):
     with pytest.raises(error) as caught:
         call()
     assert phrase in str(caught.value)
+
+
+def test_online_softmax_widget_defaults_to_section_2s_row():
+    row, values = scale.section_row()
+    assert torch.equal(row, torch.randn(12, generator=torch.Generator().manual_seed(6)) * 2)
+    assert torch.equal(values, torch.randn(12, 4, generator=torch.Generator().manual_seed(7)))
+    widget = scale.online_softmax_widget()
+    block, step = widget.children[:2]
+    assert (block.value, step.value, step.max) == (4, 2, 3)
+    assert "block 2 of 3" in widget.result._suptitle.get_text()
+    with pytest.raises(ValueError, match="give both scores_row and values"):
+        scale.online_softmax_widget(row)

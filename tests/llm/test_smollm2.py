@@ -24,10 +24,11 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
+
+from offline import run_offline  # tests/offline.py
 import torch
 import torch.nn.functional as F
 
@@ -329,24 +330,14 @@ def smol():
 def test_smollm2_loads_offline_and_knows_paris(smol):
     """A fresh process, sockets disabled, an empty Hugging Face cache and HF_HUB_OFFLINE: it loads from the cached
     copy and completes the prompt greedily."""
-    code = textwrap.dedent("""
-        import socket
-        attempts = []
-        def refuse(*args, **kwargs):
-            attempts.append(args)
-            raise OSError("network disabled")
-        class NoNetwork(socket.socket):  # still a class (ssl subclasses it), but it cannot connect
-            connect = connect_ex = refuse
-        socket.socket = NoNetwork
-        socket.create_connection = refuse
-        socket.getaddrinfo = refuse
+    code = """
         from mha_lib.llm.smollm2 import complete, load_smollm2
         model, tokenizer = load_smollm2()
         print(repr(complete(model, tokenizer, "The capital of France is", max_new_tokens=2)), len(attempts))
-    """)
+    """
     env = {**os.environ, "HF_HUB_OFFLINE": "1",
            "HF_HOME": os.path.join(os.environ.get("TMPDIR", "/tmp"), "mha_lib_empty_hf_home")}
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    result = run_offline(code, env)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "' Paris.' 0"
     assert result.stderr == ""  # no progress bar, no notice

