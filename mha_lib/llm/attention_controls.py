@@ -218,17 +218,17 @@ def train_variants(variants: dict, steps: int | None = None, *, seed: int = 0) -
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             model = AttentionOnlyTransformer(InductionTask(), attention=options)
-        handle = display(_Line(f"{name}: …"), display_id=True) if in_notebook else None
+        # The separator is translatable: Chinese puts a full-width colon after the name.
+        label = _("{name}: ").format(name=name)
+        handle = display(_Line(label + "…"), display_id=True) if in_notebook else None
         start = time.perf_counter()
 
-        def callback(step, log, name=name, handle=handle, start=start):
+        def callback(step, log, label=label, handle=handle, start=start):
             if handle is not None:
-                handle.update(_Line(f"{name}: " + status_html(step, steps, log.eval_loss[-1],
-                                                             time.perf_counter() - start)))
+                handle.update(_Line(label + status_html(step, steps, log.eval_loss[-1], time.perf_counter() - start)))
 
         log, _snapshots = train(model, steps, seed=seed, callback=callback)
-        line = _Line(f"{name}: " + status_html(steps, steps, log.eval_loss[-1], time.perf_counter() - start,
-                                               done=True))
+        line = _Line(label + status_html(steps, steps, log.eval_loss[-1], time.perf_counter() - start, done=True))
         if handle is not None:
             handle.update(line)
         else:
