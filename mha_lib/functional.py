@@ -194,7 +194,9 @@ def softcap_scores(scores: Tensor, cap: float) -> Tensor:
     """``cap · tanh(scores / cap)``: every score squashed into ``[-cap, cap]`` (Gemma 2's ``attn_logit_softcapping``).
 
     Near 0 the curve is the identity (tanh(u) ≈ u), so small scores pass unchanged; a score far above ``cap`` lands
-    just below it, so no single key can take all the weight however large q·k grows. Applied to the scaled scores
+    just below it, so the scores stay bounded however large q·k grows. It does not stop a row from saturating: two
+    capped scores can still differ by almost ``2 · cap`` (with Gemma 2's cap of 50, a gap of up to 100, enough for a
+    one-hot row); only a cap small against the spread of the scores shares the weight. Applied to the scaled scores
     **before** the mask: a blocked key's ``-inf`` would become ``-cap`` after it, and the key would get weight.
     ``scores`` a real floating tensor (any shape), ``cap`` a finite float > 0.
     """
