@@ -207,7 +207,7 @@ def prepare_cache(*, rebuild: bool = False, quiet: bool = False) -> Path:
     start = time.perf_counter()
     if not quiet:
         print(f"mha_lib.llm.smollm2: converting {MODEL_NAME}'s GGUF file to float32, once per machine "
-              f"(about a minute), into {target}", file=sys.stderr, flush=True)
+              f"(about a minute), into {target}", flush=True)  # stdout: a one-time notice, not an error
     model, tokenizer = convert_gguf()
     temporary = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent))
     try:
@@ -232,7 +232,7 @@ def prepare_cache(*, rebuild: bool = False, quiet: bool = False) -> Path:
     finally:
         shutil.rmtree(temporary, ignore_errors=True)
     if not quiet:
-        print(f"mha_lib.llm.smollm2: done in {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
+        print(f"mha_lib.llm.smollm2: done in {time.perf_counter() - start:.0f} s", flush=True)
     return target
 
 
