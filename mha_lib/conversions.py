@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from .latent import MultiHeadLatentAttention
+from .linear import GatedDeltaNet
 from .modules import FusedMultiHeadAttention, MultiHeadAttention, MultiHeadAttentionWrapper
 from .positions import YaRN, interleaved_order
 
@@ -292,7 +293,8 @@ def _deinterleave_rotary_rows(layer: MultiHeadLatentAttention) -> None:
 
 def attention_from_transformers(module: nn.Module, config):
     """Our layer with the weights of a transformers attention ``module`` built from ``config``, computing what it
-    computes: a ``MultiHeadAttention`` (a ``MultiHeadLatentAttention`` for DeepSeek-V3).
+    computes: a ``MultiHeadAttention`` (a ``MultiHeadLatentAttention`` for DeepSeek-V3, a ``GatedDeltaNet`` for
+    Qwen3-Next's linear-attention layers).
 
     Dispatches on the module's class (``TRANSFORMERS_READERS``, one reader per family):
 
@@ -309,6 +311,8 @@ def attention_from_transformers(module: nn.Module, config):
     Llama4TextAttention    RoPE layers: ``qk_norm="l2"`` after RoPE, q and k rows reordered from neighbouring pairs to
                            rotate-half; NoPE layers: ``rope_theta=None``
     DeepseekV3Attention    ``MultiHeadLatentAttention`` (chapter 14's ``attention_from_deepseek``)
+    Qwen3NextGatedDeltaNet ``GatedDeltaNet`` (chapter 16): Qwen3-Next's linear-attention layers; ``in_proj_qkvz`` and
+                           ``in_proj_ba`` are grouped per key head and are cut into our flat projections
     =====================  =========================================================================================
 
     The layer's kind is read from ``config.layer_types[module.layer_idx]``: a sliding layer gets
@@ -541,6 +545,56 @@ def _from_llama4(module, config):
                            pairs_to_halves=use_rope)
 
 
+def _from_qwen3_next_gated_deltanet(module, config) -> GatedDeltaNet:
+    """Qwen3-Next's linear-attention layer (3 of every 4): ``Qwen3NextGatedDeltaNet`` -> ``GatedDeltaNet``.
+
+    ``in_proj_qkvz``'s rows are grouped per key head — for each of the Hk key heads: its query (Dk), its key (Dk),
+    then the values (r·Dv) and the gates z (r·Dv) of its r = Hv/Hk value heads; ``in_proj_ba``'s per key head: r
+    b's, then r a's. Our projections are flat (all queries, all keys, ...), so the rows are regrouped here (reading
+    them as flat is right only when Hk = 1). The conv's channels are already flat ``[q | k | v]``, like ours.
+    """
+    for name in ("in_proj_qkvz", "in_proj_ba", "conv1d", "A_log", "dt_bias", "norm", "out_proj"):
+        if getattr(module, name, None) is None:
+            raise TypeError(f"the Qwen3-Next GatedDeltaNet reader reads in_proj_qkvz, in_proj_ba, conv1d, A_log, "
+                            f"dt_bias, norm and out_proj, got {type(module).__name__} without {name}")
+    for name in ("hidden_size", "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+                 "linear_value_head_dim", "linear_conv_kernel_dim"):
+        if not hasattr(config, name):
+            raise TypeError(f"config must be the Qwen3NextConfig the module was built from, got "
+                            f"{type(config).__name__} without {name}")
+    _layer_kind(module, config, "the Qwen3-Next GatedDeltaNet reader", kinds=("linear_attention",))
+    activation = getattr(module, "activation", "silu")
+    if activation not in ("silu", "swish"):
+        raise ValueError(f"GatedDeltaNet's conv is followed by silu, got hidden_act={activation!r}")
+    Hk, Hv = config.linear_num_key_heads, config.linear_num_value_heads
+    Dk, Dv = config.linear_key_head_dim, config.linear_value_head_dim
+    r = Hv // Hk  # value heads per key head
+    weight = module.in_proj_qkvz.weight
+    layer = GatedDeltaNet(config.hidden_size, Hk, Dk, num_value_heads=Hv, value_head_dim=Dv,
+                          conv_size=config.linear_conv_kernel_dim, rule="gated_delta",
+                          norm_eps=_norm_eps(module.norm)).to(device=weight.device, dtype=weight.dtype)
+    if weight.shape[0] != Hk * (2 * Dk + 2 * r * Dv):
+        raise ValueError(f"in_proj_qkvz.weight has {weight.shape[0]} rows but config implies {Hk} key heads × "
+                         f"(2·{Dk} + 2·{r}·{Dv}) = {Hk * (2 * Dk + 2 * r * Dv)}: pass the config the module was "
+                         f"built from")
+    groups = weight.view(Hk, 2 * Dk + 2 * r * Dv, -1)  # (Hk·(2Dk + 2rDv), d) -> (Hk, 2Dk + 2rDv, d)
+    q, k, v, z = groups.split([Dk, Dk, r * Dv, r * Dv], dim=1)  # (Hk, Dk, d), (Hk, Dk, d), (Hk, r·Dv, d) × 2
+    ba = module.in_proj_ba.weight.view(Hk, 2 * r, -1)  # (2·Hv, d) -> (Hk, 2r, d)
+    b, a = ba.split([r, r], dim=1)  # (Hk, r, d) each: value head g·r + j is row j of group g
+    pairs = ((layer.W_query, q), (layer.W_key, k), (layer.W_value, v), (layer.W_gate, z), (layer.W_beta, b),
+             (layer.W_decay, a))
+    for target, rows in pairs:
+        _load(target, rows.reshape(-1, rows.shape[-1]), None, "in_proj_qkvz / in_proj_ba")  # (Hk, n, d) -> (Hk·n, d)
+    _load(layer.out_proj, module.out_proj.weight, None, "out_proj")
+    for ours, theirs in ((layer.conv.weight, module.conv1d.weight), (layer.A_log, module.A_log),
+                         (layer.dt_bias, module.dt_bias), (layer.norm.weight, module.norm.weight)):
+        if ours.shape != theirs.shape:
+            raise ValueError(f"the module's {tuple(theirs.shape)} weight does not fit ours {tuple(ours.shape)}: "
+                             f"pass the config the module was built from")
+        _copy_(ours, theirs)
+    return _same_mode(layer, module)
+
+
 #: class name -> reader: ``attention_from_transformers``'s dispatch table
 TRANSFORMERS_READERS = {
     "LlamaAttention": attention_from_llama,
@@ -553,4 +607,5 @@ TRANSFORMERS_READERS = {
     "Qwen3NextAttention": _from_qwen3_next,
     "Llama4TextAttention": _from_llama4,
     "DeepseekV3Attention": attention_from_deepseek,
+    "Qwen3NextGatedDeltaNet": _from_qwen3_next_gated_deltanet,
 }

@@ -5,6 +5,8 @@
     kv_cache_bytes(L, G, Dh, T)    L × 2 × G × Dh × T × bytes: what a decoder keeps per sequence while it generates
     kv_cache_bytes(L, tokens=T, kv_lora_rank=r, qk_rope_head_dim=dr)   L × (r + dr) × T × bytes: MLA (chapter 14)
     kv_cache_bytes(L, G, Dh, T, window=W, layer_types=[...])   sliding layers hold min(T, W), full ones T (chapter 15)
+    kv_cache_bytes(L, G, Dh, T, layer_types=[..."linear"...], linear=LinearAttentionSizes(...))   hybrids: a
+                                   linear-attention layer holds a fixed state (and its conv's inputs) at every T (ch. 16)
     latent_attention_parameter_count(...)   the parameters of DeepSeek's latent attention layer
 
 The number of heads does not change the count of the 2017 layer, on purpose: the heads *share out* the D columns
@@ -133,6 +135,37 @@ def gpt_parameter_count(
     return embeddings + n_layers * block + layer_norm
 
 
+class LinearAttentionSizes(NamedTuple):
+    """The sizes that fix what a linear-attention layer keeps while generating (chapter 16): one ``Dk × Dv`` state
+    per value head, and the short conv's last ``K − 1`` inputs over its ``[q | k | v]`` channels. Neither grows with
+    the tokens. Field names as Qwen3-Next's config (``linear_num_key_heads`` ...); ``conv_size=None``: no conv."""
+
+    num_key_heads: int
+    num_value_heads: int
+    key_head_dim: int
+    value_head_dim: int
+    conv_size: int | None = 4
+
+    @property
+    def state_numbers(self) -> int:
+        """``Hv · Dk · Dv``: the state of every value head."""
+        return self.num_value_heads * self.key_head_dim * self.value_head_dim
+
+    @property
+    def conv_numbers(self) -> int:
+        """``(K − 1) · (2·Hk·Dk + Hv·Dv)``: the inputs the next token's conv reads; 0 without a conv."""
+        if self.conv_size is None:
+            return 0
+        channels = 2 * self.num_key_heads * self.key_head_dim + self.num_value_heads * self.value_head_dim
+        return (self.conv_size - 1) * channels
+
+    def nbytes(self, *, bytes_per_element: int = 2, batch_size: int = 1) -> int:
+        """One layer's bytes, state and conv inputs, at any number of tokens (2 bytes: bfloat16)."""
+        bytes_per_element = check_positive_int("bytes_per_element", bytes_per_element)
+        batch_size = check_positive_int("batch_size", batch_size)
+        return (self.state_numbers + self.conv_numbers) * bytes_per_element * batch_size
+
+
 class DecoderAttention(NamedTuple):
     """The attention sizes of a published decoder that fix its KV cache (chapters 12 and 14).
 
@@ -151,8 +184,9 @@ class DecoderAttention(NamedTuple):
     kv_lora_rank: int | None = None  # latent attention: the latent's width
     qk_rope_head_dim: int | None = None  # latent attention: the shared rotary key's width
     # one entry per layer, "sliding" or "full" (chapter 15): only the sliding layers keep to the window; None: the
-    # window, if any, holds in every layer
+    # window, if any, holds in every layer; "linear" (chapter 16): a linear-attention layer of sizes ``linear``
     layer_types: tuple[str, ...] | None = None
+    linear: LinearAttentionSizes | None = None  # the linear-attention layers' sizes (hybrids, chapter 16)
 
     @property
     def cache_numbers_per_token(self) -> int:
@@ -165,14 +199,16 @@ class DecoderAttention(NamedTuple):
         return 2 * self.num_kv_heads * self.head_dim
 
     def kv_cache_bytes(self, tokens: int, *, bytes_per_element: int = 2, batch_size: int = 1) -> int:
-        """``kv_cache_bytes`` with this model's sizes (float16/bfloat16 by default: 2 bytes per number)."""
+        """``kv_cache_bytes`` with this model's sizes (float16/bfloat16 by default: 2 bytes per number); a hybrid's
+        linear-attention layers count their fixed state."""
         if self.kv_lora_rank is not None or self.qk_rope_head_dim is not None:
             return kv_cache_bytes(self.n_layers, tokens=tokens, kv_lora_rank=self.kv_lora_rank,
                                   qk_rope_head_dim=self.qk_rope_head_dim, bytes_per_element=bytes_per_element,
-                                  batch_size=batch_size, window=self.window, layer_types=self.layer_types)
+                                  batch_size=batch_size, window=self.window, layer_types=self.layer_types,
+                                  linear=self.linear)
         return kv_cache_bytes(self.n_layers, self.num_kv_heads, self.head_dim, tokens,
                               bytes_per_element=bytes_per_element, batch_size=batch_size, window=self.window,
-                              layer_types=self.layer_types)
+                              layer_types=self.layer_types, linear=self.linear)
 
 
 #: Published configurations (their config.json / papers): the 2017 layout (G = H), GQA, GQA with a window, MLA.
@@ -222,6 +258,19 @@ MIXED_WINDOW_CONFIGS = {
 }
 
 
+#: Published hybrids (chapter 16): linear-attention layers with a fixed state beside full-attention layers with a KV
+#: cache. Kept apart from the tables above, which chapters 12-15 print whole.
+HYBRID_CONFIGS = {
+    # Qwen3-Next-80B-A3B (transformers' Qwen3NextConfig() defaults): 48 layers, 3 Gated DeltaNet : 1 gated full
+    # attention (16 query heads of 256, 2 kv heads); the linear layers: 16 key heads and 32 value heads of 128, conv 4
+    "qwen3-next-80b-a3b": DecoderAttention(
+        n_layers=48, num_heads=16, num_kv_heads=2, head_dim=256, d_model=2048, context_length=32768,
+        layer_types=("linear", "linear", "linear", "full") * 12,
+        linear=LinearAttentionSizes(num_key_heads=16, num_value_heads=32, key_head_dim=128, value_head_dim=128,
+                                    conv_size=4)),
+}
+
+
 def decoder_config(config) -> DecoderAttention:
     """A ``DecoderAttention``: a name in ``DECODER_CONFIGS`` looked up, or the ``DecoderAttention`` itself."""
     if isinstance(config, str):
@@ -246,6 +295,7 @@ def kv_cache_bytes(
     batch_size: int = 1,
     window: int | None = None,
     layer_types=None,
+    linear: LinearAttentionSizes | None = None,
 ) -> int:
     """Bytes a decoder's KV cache holds: ``layers × 2 (K and V) × G × Dh × tokens × bytes × batch``.
 
@@ -261,6 +311,12 @@ def kv_cache_bytes(
     ``"full"`` (transformers' ``"sliding_attention"`` and ``"full_attention"`` are read too); a sliding layer holds
     ``min(tokens, window)`` tokens, a full one all ``tokens``. Only the full layers grow with the context: Gemma 3's
     5 : 1 pattern caches about a sixth of what 62 full layers would at 128K tokens.
+
+    Hybrids (chapter 16): a ``"linear"`` entry (transformers' ``"linear_attention"``) is a linear-attention layer of
+    sizes ``linear`` (a ``LinearAttentionSizes``); it holds its state and its conv's inputs, ``linear.nbytes()``, at
+    every length, and the total is what the model keeps per sequence. Qwen3-Next-80B at 32K tokens in bfloat16:
+    12 full layers 768 MiB + 36 linear layers 38 MiB, against 3 GiB if all 48 were full attention.
+    ``bytes_per_element`` counts the state too (transformers' PyTorch path keeps the state in float32: 4).
     """
     n_layers = check_positive_int("n_layers", n_layers)
     if tokens is None:
@@ -271,12 +327,26 @@ def kv_cache_bytes(
     window = None if window is None else check_positive_int("window", window)
     held = tokens if window is None else min(tokens, window)
     layers_held = n_layers * held  # Σ over the layers of the tokens each holds
+    state_bytes = 0  # the linear-attention layers' fixed state
+    if linear is not None and not isinstance(linear, LinearAttentionSizes):
+        raise TypeError(f"linear must be a LinearAttentionSizes (the linear-attention layers' heads, widths and conv) "
+                        f"or None, got {type(linear).__name__}")
     if layer_types is not None:
-        kinds = check_layer_types(layer_types, n_layers, "n_layers")
+        kinds = check_layer_types(layer_types, n_layers, "n_layers", linear=True)
         if "sliding" in kinds and window is None:
             raise ValueError(f"layer_types has {kinds.count('sliding')} sliding layers but window is None: give the "
                              f"sliding layers' window (config.json's sliding_window)")
-        layers_held = sum(tokens if kind == "full" else held for kind in kinds)
+        if "linear" in kinds:
+            if linear is None:
+                raise ValueError(f"layer_types has {kinds.count('linear')} linear-attention layers but linear is "
+                                 f"None: give their sizes, linear=LinearAttentionSizes(num_key_heads, "
+                                 f"num_value_heads, key_head_dim, value_head_dim, conv_size)")
+            state_bytes = kinds.count("linear") * linear.nbytes(bytes_per_element=bytes_per_element,
+                                                                batch_size=batch_size)
+        layers_held = sum({"full": tokens, "sliding": held, "linear": 0}[kind] for kind in kinds)
+    elif linear is not None:
+        raise ValueError("linear gives the sizes of linear-attention layers, but layer_types is None: name each "
+                         "layer's kind, e.g. ('linear', 'linear', 'linear', 'full') * 12")
     latent = kv_lora_rank is not None or qk_rope_head_dim is not None
     if latent:
         if num_kv_heads is not None or head_dim is not None:
@@ -293,7 +363,7 @@ def kv_cache_bytes(
             raise TypeError("kv_cache_bytes needs num_kv_heads and head_dim (or, for latent attention, kv_lora_rank "
                             "and qk_rope_head_dim)")
         per_token = 2 * check_positive_int("num_kv_heads", num_kv_heads) * check_positive_int("head_dim", head_dim)
-    return per_token * layers_held * bytes_per_element * batch_size
+    return per_token * layers_held * bytes_per_element * batch_size + state_bytes
 
 
 
@@ -334,7 +404,8 @@ def latent_attention_parameter_count(
 
 
 __all__ = [
-    "DECODER_CONFIGS", "DecoderAttention", "GPTConfig", "GPT_CONFIGS", "MIXED_WINDOW_CONFIGS",
+    "DECODER_CONFIGS", "DecoderAttention", "GPTConfig", "GPT_CONFIGS", "HYBRID_CONFIGS", "LinearAttentionSizes",
+    "MIXED_WINDOW_CONFIGS",
     "attention_parameter_count", "decoder_config", "gpt_parameter_count", "interleaved_layer_types", "kv_cache_bytes",
     "latent_attention_parameter_count",
 ]

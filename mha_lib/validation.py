@@ -309,19 +309,27 @@ def check_matches_weights(name: str, x: Tensor, weight: Tensor) -> None:
 
 #: a layer's kind, as chapter 15's layer_types name it: ours, and transformers' ``config.layer_types`` spellings
 LAYER_KINDS = {"sliding": "sliding", "full": "full", "sliding_attention": "sliding", "full_attention": "full"}
+#: chapter 16's hybrids add linear-attention layers (a fixed state, no KV cache): Qwen3-Next's "linear_attention"
+HYBRID_LAYER_KINDS = {**LAYER_KINDS, "linear": "linear", "linear_attention": "linear"}
 
 
-def check_layer_types(layer_types, count: int, count_name: str = "n_layers") -> list[str]:
+def check_layer_types(layer_types, count: int, count_name: str = "n_layers", *, linear: bool = False) -> list[str]:
     """One kind per layer, ``"sliding"`` (a window) or ``"full"``; transformers' ``"sliding_attention"`` and
-    ``"full_attention"`` read as those. ``count_name`` is the argument that says how many layers there are."""
+    ``"full_attention"`` read as those. ``count_name`` is the argument that says how many layers there are.
+    ``linear=True`` also accepts ``"linear"`` (transformers' ``"linear_attention"``): a linear-attention layer."""
+    kinds = HYBRID_LAYER_KINDS if linear else LAYER_KINDS
+    ours = "'sliding' / 'full' / 'linear'" if linear else "'sliding' / 'full'"
     if isinstance(layer_types, str) or not isinstance(layer_types, (list, tuple)):
-        raise TypeError(f"layer_types must be a list of 'sliding' / 'full', one per layer, got "
+        raise TypeError(f"layer_types must be a list of {ours}, one per layer, got "
                         f"{type(layer_types).__name__} {str(layer_types)[:40]!r}")
     if len(layer_types) != count:
         raise ValueError(f"layer_types must name each of the {count_name} = {count} layers, got {len(layer_types)} "
                          f"entries: {list(layer_types)[:8]}")
-    bad = [kind for kind in layer_types if not isinstance(kind, str) or kind not in LAYER_KINDS]
+    bad = [kind for kind in layer_types if not isinstance(kind, str) or kind not in kinds]
     if bad:
+        if linear:
+            raise ValueError(f"layer_types entries must be 'sliding', 'full' or 'linear' (or transformers' "
+                             f"'sliding_attention' / 'full_attention' / 'linear_attention'), got {bad[0]!r}")
         raise ValueError(f"layer_types entries must be 'sliding' or 'full' (or transformers' 'sliding_attention' / "
                          f"'full_attention'), got {bad[0]!r}")
-    return [LAYER_KINDS[kind] for kind in layer_types]
+    return [kinds[kind] for kind in layer_types]
