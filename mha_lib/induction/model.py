@@ -48,6 +48,7 @@ from torch.nn import functional as F
 
 from ..ablation import check_head_mask, scaled_heads
 from ..cache import KVCache
+from ..linear import GatedDeltaNet, StateCache
 from ..modules import MultiHeadAttention
 from ..runtime import one_thread
 from ..validation import check_flag, check_floating, check_int, check_positive_float, check_positive_int, check_seed, \
@@ -179,6 +180,11 @@ class ModelConfig:
     causal: bool = True
     layer_types: tuple[str, ...] | None = None  # per layer "sliding" (a window) or "full"; None: all full
     window: int | None = None  # the sliding layers' window
+    mixer: str = "softmax"  # chapter 16: "softmax" attention, or GatedDeltaNet's "linear", "delta", "gated_delta"
+
+
+#: chapter 16's mixers: what mixes the tokens in each layer (GatedDeltaNet's rule for the three without a softmax)
+MIXERS = ("softmax", "linear", "delta", "gated_delta")
 
 
 class AttentionOnlyTransformer(nn.Module):
@@ -193,11 +199,17 @@ class AttentionOnlyTransformer(nn.Module):
     ``"full"``, as in Gemma 3's or gpt-oss's ``config.layer_types``; ``window`` is the sliding layers' window.
     ``attention`` (chapter 15): more keyword arguments for every layer's ``MultiHeadAttention``, e.g.
     ``{"sinks": True}`` or ``{"gate": "elementwise"}``; the layer checks them. Both default to chapter 11's model.
+
+    ``mixer`` (chapter 16): ``"softmax"`` (the default, chapter 11's ``MultiHeadAttention``) or a ``GatedDeltaNet``
+    without its short conv and with ``num_heads`` heads of ``d_model / num_heads``, whose ``rule`` is the mixer:
+    ``"linear"`` (elu + 1 linear attention), ``"delta"`` or ``"gated_delta"``. Those keep a state, not keys and
+    values: they have no weights to return (``return_weights=True`` and ``evaluate``'s head scores are left out),
+    and ``new_caches()`` gives them a ``StateCache`` each.
     """
 
     def __init__(self, task: InductionTask, num_layers: int = 2, d_model: int = 64, num_heads: int = 4,
                  causal: bool = True, *, layer_types: Sequence[str] | None = None, window: int | None = None,
-                 attention: dict | None = None):
+                 attention: dict | None = None, mixer: str = "softmax"):
         super().__init__()
         if not isinstance(task, InductionTask):
             raise TypeError(f"task must be an InductionTask, got {type(task).__name__}")
@@ -205,17 +217,22 @@ class AttentionOnlyTransformer(nn.Module):
         num_layers = check_positive_int("num_layers", num_layers)
         layer_types, window = _check_layer_types(layer_types, window, num_layers, check_flag("causal", causal))
         attention = _check_attention_options(attention)
+        mixer = _check_mixer(mixer, causal, layer_types, attention)
         self.config = ModelConfig(num_layers, check_positive_int("d_model", d_model),
-                                  check_positive_int("num_heads", num_heads), causal, layer_types, window)
+                                  check_positive_int("num_heads", num_heads), causal, layer_types, window, mixer)
         self.attention_options = attention
         self.token_embedding = nn.Embedding(task.vocab_size, d_model)
         self.position_embedding = nn.Embedding(task.seq_len, d_model)
         kinds = layer_types or ("full",) * num_layers
-        self.layers = nn.ModuleList([
-            MultiHeadAttention(d_model, d_model, task.seq_len, 0.0, num_heads, causal=causal,
-                               window=window if kind == "sliding" else None, **attention)
-            for kind in kinds
-        ])
+        if mixer == "softmax":
+            self.layers = nn.ModuleList([
+                MultiHeadAttention(d_model, d_model, task.seq_len, 0.0, num_heads, causal=causal,
+                                   window=window if kind == "sliding" else None, **attention)
+                for kind in kinds
+            ])
+        else:  # no conv: it would give every mixer a previous-token shift and hide the differences between them
+            self.layers = nn.ModuleList([GatedDeltaNet(d_model, num_heads, conv_size=None, rule=mixer)
+                                         for _ in range(num_layers)])
         self.unembed = nn.Linear(d_model, task.vocab_size, bias=False)
 
     @property
@@ -226,9 +243,17 @@ class AttentionOnlyTransformer(nn.Module):
     def num_heads(self) -> int:
         return self.config.num_heads
 
+    @property
+    def mixer(self) -> str:
+        return self.config.mixer
+
     def forward(self, tokens: Tensor, *, head_mask: Tensor | None = None, return_weights: bool = False,
-                kv_caches: Sequence[KVCache] | None = None):
+                kv_caches: Sequence[KVCache | StateCache] | None = None):
         return_weights = check_flag("return_weights", return_weights)
+        if return_weights and self.mixer != "softmax":
+            raise ValueError(f"return_weights=True: this model's mixer is {self.mixer!r}, which has no attention "
+                             f"weights to return — each layer reads a fixed-size state that the earlier tokens "
+                             f"wrote into and never scores query against key (only mixer='softmax' has weights)")
         tokens = _check_tokens("tokens", tokens, self.task)
         if head_mask is not None:
             head_mask = check_head_mask("head_mask", head_mask, self.num_layers, self.num_heads)
@@ -241,24 +266,30 @@ class AttentionOnlyTransformer(nn.Module):
             keep = None if head_mask is None else head_mask[..., index, :]  # (L, H) -> (H,), (B, L, H) -> (B, H)
             cache = None if kv_caches is None else kv_caches[index]
             with scaled_heads(layer, keep):
-                out, w = layer(x, return_weights=True, kv_cache=cache)  # (B, T, D), (B, H, T, past + T)
+                if self.mixer == "softmax":
+                    out, w = layer(x, return_weights=True, kv_cache=cache)  # (B, T, D), (B, H, T, past + T)
+                    weights.append(w)
+                else:
+                    out = layer(x, kv_cache=cache)  # (B, T, D): a state, no weights
             x = x + out  # the residual stream: each layer adds what it read
-            weights.append(w)
         logits = self.unembed(x)  # (B, T, D) -> (B, T, V)
         return (logits, tuple(weights)) if return_weights else logits
 
 
-    def new_caches(self) -> list[KVCache]:
-        """One empty ``KVCache`` per layer, for ``forward(..., kv_caches=...)`` and ``generate``."""
-        return [KVCache() for _ in self.layers]
+    def new_caches(self) -> list[KVCache] | list[StateCache]:
+        """One empty ``KVCache`` per layer (a ``StateCache`` for the mixers without a softmax), for
+        ``forward(..., kv_caches=...)`` and ``generate``."""
+        kind = KVCache if self.mixer == "softmax" else StateCache
+        return [kind() for _ in self.layers]
 
     def _check_caches(self, kv_caches, tokens: Tensor) -> int:
         """Tokens already in the caches (0 without), after checking they fit this model."""
         if kv_caches is None:
             return 0
-        if isinstance(kv_caches, KVCache) or not isinstance(kv_caches, (list, tuple)) or \
-                len(kv_caches) != self.num_layers or not all(isinstance(c, KVCache) for c in kv_caches):
-            raise TypeError(f"kv_caches must be a list of {self.num_layers} KVCache objects, one per layer "
+        kind = KVCache if self.mixer == "softmax" else StateCache
+        if isinstance(kv_caches, (KVCache, StateCache)) or not isinstance(kv_caches, (list, tuple)) or \
+                len(kv_caches) != self.num_layers or not all(isinstance(c, kind) for c in kv_caches):
+            raise TypeError(f"kv_caches must be a list of {self.num_layers} {kind.__name__} objects, one per layer "
                             f"(model.new_caches()), got {type(kv_caches).__name__}")
         past = kv_caches[0].seen
         if past + tokens.shape[1] > self.task.seq_len:
@@ -300,6 +331,19 @@ def _check_attention_options(attention) -> dict:
         raise ValueError(f"attention cannot set {own[0]!r}: the model sets it (causal, layer_types and window are "
                          f"the model's own arguments; return_weights needs the explicit kernel)")
     return dict(attention)
+
+
+def _check_mixer(mixer, causal: bool, layer_types, attention: dict) -> str:
+    """One of ``MIXERS``; the three without a softmax are causal, have no window and take no attention options."""
+    if not isinstance(mixer, str) or mixer not in MIXERS:
+        raise ValueError(f"mixer must be one of {list(MIXERS)}, got {mixer!r}")
+    if mixer != "softmax":
+        used = [name for name, value in (("causal=False", not causal), ("layer_types", layer_types),
+                                         ("attention", attention)) if value]
+        if used:
+            raise ValueError(f"mixer={mixer!r} cannot be combined with {used[0]}: those are options of softmax "
+                             f"attention; a state is causal by construction and has no window or score controls")
+    return mixer
 
 
 def _check_tokens(name: str, tokens, task: InductionTask) -> Tensor:
@@ -462,22 +506,26 @@ def _evaluating(model: nn.Module) -> Iterator[None]:
 
 @torch.no_grad()
 def evaluate(model: AttentionOnlyTransformer, batch: Batch, head_mask: Tensor | None = None) -> dict[str, Tensor]:
-    """Loss, accuracy and every head's scores on ``batch``: ``{"loss", "accuracy", "previous_token", "induction"}``."""
+    """Loss, accuracy and every head's scores on ``batch``: ``{"loss", "accuracy", "previous_token", "induction"}``
+    (a model whose mixer has no weights, chapter 16: ``{"loss", "accuracy"}`` only)."""
     _check_model("model", model)
     batch = _check_batch("batch", batch)
     device = next(model.parameters()).device
+    scored = model.mixer == "softmax"
     with _evaluating(model):
-        logits, weights = model(batch.tokens.to(device), head_mask=head_mask, return_weights=True)
-    weights = torch.stack(weights)  # L × (B, H, T, T) -> (L, B, H, T, T)
+        if scored:
+            logits, weights = model(batch.tokens.to(device), head_mask=head_mask, return_weights=True)
+        else:
+            logits = model(batch.tokens.to(device), head_mask=head_mask)
     T = batch.tokens.shape[1]
     keep = batch.targets[:, : T - 1].to(device)
     correct = logits[:, :-1].argmax(-1) == batch.tokens[:, 1:].to(device)  # (B, T-1)
-    return {
-        "loss": masked_loss(logits, batch),
-        "accuracy": correct[keep].float().mean(),
-        "previous_token": previous_token_scores(weights, batch.tokens, batch.periods),
-        "induction": induction_scores(weights, batch.tokens, batch.periods),
-    }
+    result = {"loss": masked_loss(logits, batch), "accuracy": correct[keep].float().mean()}
+    if scored:
+        weights = torch.stack(weights)  # L × (B, H, T, T) -> (L, B, H, T, T)
+        result["previous_token"] = previous_token_scores(weights, batch.tokens, batch.periods)
+        result["induction"] = induction_scores(weights, batch.tokens, batch.periods)
+    return result
 
 
 def train(model: AttentionOnlyTransformer, steps: int = 3000, *, batch_size: int = 64, lr: float = 3e-3,
@@ -514,8 +562,9 @@ def train(model: AttentionOnlyTransformer, steps: int = 3000, *, batch_size: int
         result = evaluate(model, held_out)
         log.steps.append(step)
         log.eval_loss.append(result["loss"].item())
-        log.previous_token.append(result["previous_token"].tolist())
-        log.induction.append(result["induction"].tolist())
+        if "previous_token" in result:  # a mixer without weights has no head scores
+            log.previous_token.append(result["previous_token"].tolist())
+            log.induction.append(result["induction"].tolist())
         if step in wanted:
             snapshots[step] = {k: v.detach().clone() for k, v in model.state_dict().items()}
         if callback is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from torch import nn
@@ -205,3 +207,56 @@ def test_bad_mla_sizes(call, error, text):
     with pytest.raises(error) as info:
         call()
     assert text in str(info.value)
+
+
+# --- hybrids: linear-attention layers keep a fixed state (chapter 16) ------------------------------------------------
+
+
+def test_qwen3_next_80b_at_32k_tokens_in_bfloat16():
+    from mha_lib import HYBRID_CONFIGS, LinearAttentionSizes
+
+    config = HYBRID_CONFIGS["qwen3-next-80b-a3b"]
+    MiB = 2**20
+    kinds = config.layer_types
+    assert len(kinds) == 48 and kinds.count("full") == 12 and kinds[:4] == ("linear", "linear", "linear", "full")
+    full = kv_cache_bytes(12, config.num_kv_heads, config.head_dim, 32768)  # 12 × 2 × 2 × 256 × 32,768 × 2 B
+    assert full == 768 * MiB
+    linear = 36 * config.linear.nbytes()  # 36 × (32 × 128 × 128 + 3 × (2·16·128 + 32·128)) × 2 B
+    assert linear == 36 * (32 * 128 * 128 + 3 * 8192) * 2 and round(linear / MiB) == 38
+    assert config.kv_cache_bytes(32768) == full + linear
+    assert kv_cache_bytes(48, 2, 256, 32768) == 3 * 2**30  # all 48 layers full attention
+    # the linear layers' share does not grow: a token more adds only the 12 full layers' keys and values
+    assert config.kv_cache_bytes(32769) - config.kv_cache_bytes(32768) == 12 * 2 * 2 * 256 * 2
+    assert config.kv_cache_bytes(0) == linear
+    # transformers' own Qwen3NextConfig() defaults are these sizes
+    transformers = pytest.importorskip("transformers")
+    ref = transformers.Qwen3NextConfig()
+    assert config.linear == LinearAttentionSizes(ref.linear_num_key_heads, ref.linear_num_value_heads,
+                                                 ref.linear_key_head_dim, ref.linear_value_head_dim,
+                                                 ref.linear_conv_kernel_dim)
+    assert tuple(t.replace("_attention", "") for t in ref.layer_types) == kinds
+    assert (config.n_layers, config.num_heads, config.num_kv_heads, config.head_dim, config.d_model) == (
+        ref.num_hidden_layers, ref.num_attention_heads, ref.num_key_value_heads, ref.head_dim, ref.hidden_size)
+
+
+def test_state_bytes_equal_what_a_gated_deltanet_layer_holds():
+    from mha_lib import GatedDeltaNet, LinearAttentionSizes, StateCache
+
+    for sizes in (LinearAttentionSizes(2, 4, 8, 6, 4), LinearAttentionSizes(3, 3, 4, 4, None)):
+        layer = GatedDeltaNet(12, sizes.num_key_heads, sizes.key_head_dim, num_value_heads=sizes.num_value_heads,
+                              value_head_dim=sizes.value_head_dim, conv_size=sizes.conv_size)
+        cache = StateCache()
+        layer(torch.randn(3, 5, 12), kv_cache=cache)
+        assert cache.nbytes == sizes.nbytes(bytes_per_element=4, batch_size=3)
+    # the transformers spelling is read; a hybrid without the linear sizes, or sizes without layer kinds, is refused
+    sizes = LinearAttentionSizes(1, 1, 2, 2, None)
+    assert kv_cache_bytes(2, 1, 2, 10, layer_types=["linear_attention", "full_attention"], linear=sizes,
+                          bytes_per_element=1) == 4 + 2 * 2 * 10
+    with pytest.raises(ValueError, match=r"layer_types has 1 linear-attention layers but linear is None"):
+        kv_cache_bytes(2, 1, 2, 10, layer_types=["linear", "full"])
+    with pytest.raises(ValueError, match=r"linear gives the sizes of linear-attention layers, but layer_types is None"):
+        kv_cache_bytes(2, 1, 2, 10, linear=sizes)
+    with pytest.raises(TypeError, match=r"linear must be a LinearAttentionSizes"):
+        kv_cache_bytes(2, 1, 2, 10, layer_types=["linear", "full"], linear=(1, 1, 2, 2))
+    with pytest.raises(ValueError, match=re.escape("layer_types entries must be 'sliding', 'full' or 'linear'")):
+        kv_cache_bytes(2, 1, 2, 10, layer_types=["linear", "mamba"], linear=sizes)
