@@ -22,20 +22,24 @@ TASK = InductionTask()
 OTHERS = ("linear", "delta", "gated_delta")
 
 
+TOKENS = repeated_sequences(TASK, 3, torch.Generator().manual_seed(5)).tokens  # (3, T)
+
+
 def tokens(batch: int = 3) -> torch.Tensor:
-    return repeated_sequences(TASK, batch, torch.Generator().manual_seed(5)).tokens
+    return TOKENS[:batch]
 
 
 def test_softmax_is_chapter_11s_model():
-    torch.manual_seed(0)
-    plain = AttentionOnlyTransformer(TASK, 2)
-    state = torch.random.get_rng_state()
-    torch.manual_seed(0)
-    softmax = AttentionOnlyTransformer(TASK, 2, mixer="softmax")
-    assert torch.equal(torch.random.get_rng_state(), state)  # the same random draws, in the same order
+    built, draws = [], []
+    for options in ({}, {"mixer": "softmax"}):
+        torch.manual_seed(0)
+        built.append(AttentionOnlyTransformer(TASK, 2, **options))
+        draws.append(torch.random.get_rng_state())
+    plain, softmax = built
+    assert torch.equal(*draws)  # the same random draws, in the same order
     assert list(plain.state_dict()) == list(softmax.state_dict())
     assert all(torch.equal(a, b) for a, b in zip(plain.state_dict().values(), softmax.state_dict().values()))
-    assert torch.equal(plain(tokens()), softmax(tokens()))
+    assert torch.equal(plain(TOKENS), softmax(TOKENS))
     assert plain.mixer == "softmax" and isinstance(plain.new_caches()[0], KVCache)
 
 
