@@ -2,7 +2,7 @@
 
     check_sink_softmax(fn)    fn(scores, sinks)               -> the real keys' weights with one sink per head  (H, T, S)
     check_gated_output(fn)    fn(heads, x, W_gate)            -> heads · sigmoid(x W_gateᵀ)                    (B, T, H·Dh)
-    check_cache_lengths(fn)   fn(layer_types, window, tokens) -> tokens each layer's KV cache holds              (L,)
+    check_keys_read(fn)       fn(layer_types, window, tokens) -> tokens each layer reads at step `tokens`        (L,)
 
 Each checker draws its own inputs, runs the student's function through ``attempt`` (private copies, every failure
 turned into feedback), compares it with the exact answer (``mha_lib.functional.softmax_with_sinks``, the gate of
@@ -45,16 +45,17 @@ GATE_FROM_OUTPUT = N_("your gate reads the heads' output (sigmoid(heads) * heads
 GATE_ONLY = N_("you returned the gate alone: multiply the heads' output by it.")
 ONE_MINUS = N_("you used 1 - sigmoid(x W_gateᵀ): the gate is sigmoid(x W_gateᵀ) itself.")
 
-# --- 15.3 cache_lengths ------------------------------------------------------------------------------------------
-ALL_FULL = N_("every layer of yours holds all the tokens: the sliding layers keep only the last window of them, "
+# --- 15.3 keys_read ----------------------------------------------------------------------------------------------
+ALL_FULL = N_("every layer of yours reads all the tokens: a sliding layer reads only the last window of them, "
               "min(tokens, window).")
-ALL_WINDOW = N_("your sliding layers hold window tokens even when fewer have been seen: a layer cannot hold more "
+ALL_WINDOW = N_("your sliding layers read window tokens even when fewer have been seen: a layer cannot read more "
                 "tokens than there are; use min(tokens, window).")
-SWAPPED = N_("you swapped the kinds: a full layer keeps every token, a sliding layer the last window.")
-FULL_CAPPED = N_("your full layers stop at the window too: only the sliding layers have one; a full layer's cache "
-                 "grows with every token.")
-OFF_BY_ONE = N_("your sliding layers hold window - 1 tokens: the window counts the current token too, so a sliding "
-                "layer keeps min(tokens, window) tokens, as mha_lib's window= and kv_cache_bytes do.")
+SWAPPED = N_("you swapped the kinds: a full layer reads every token, a sliding layer the last window.")
+FULL_CAPPED = N_("your full layers stop at the window too: only the sliding layers have one; a full layer reads "
+                 "every token, and its cache grows with each of them.")
+OFF_BY_ONE = N_("your sliding layers read window - 1 tokens: that is what their cache keeps between steps; during a "
+                "step the current token joins them, so a sliding layer reads min(tokens, window), as mha_lib's "
+                "window= and kv_cache_bytes count.")
 
 
 def _unambiguous(mistakes: dict, expected: Tensor | None = None) -> dict:
@@ -165,9 +166,10 @@ CACHE_CASES = (  # (layer_types, window, tokens)
 )
 
 
-def check_cache_lengths(student_fn) -> Feedback:
-    """15.3: ``student_fn(layer_types, window, tokens)`` must return each layer's cached tokens, ``(L,)`` long."""
-    name = "cache_lengths"
+def check_keys_read(student_fn) -> Feedback:
+    """15.3: ``student_fn(layer_types, window, tokens)`` must return how many tokens each layer reads at the step of
+    token number ``tokens`` (its cache and the token itself), ``(L,)`` long."""
+    name = "keys_read"
     verdict = None
     for layer_types, window, tokens in CACHE_CASES:
         expected = torch.tensor([min(tokens, window) if k == "sliding" else tokens for k in layer_types])
@@ -189,4 +191,4 @@ def check_cache_lengths(student_fn) -> Feedback:
     return verdict
 
 
-__all__ = ["check_cache_lengths", "check_gated_output", "check_sink_softmax"]
+__all__ = ["check_gated_output", "check_keys_read", "check_sink_softmax"]

@@ -135,7 +135,7 @@ CHECKERS = {
     "ch15.sink_softmax": (ch15.check_sink_softmax, lambda s, z: torch.softmax(
         torch.cat([s, z[:, None, None].expand(*s.shape[:2], 1)], dim=-1), dim=-1)[..., :-1], "tensor"),
     "ch15.gated_output": (ch15.check_gated_output, lambda h, x, w: h * torch.sigmoid(x @ w.T), "tensor"),
-    # ch15.cache_lengths takes only ints and names (nothing to zero or wreck): its hostile cases are in
+    # ch15.keys_read takes only ints and names (nothing to zero or wreck): its hostile cases are in
     # test_exercises_ch15.py
 }
 ALL = list(CHECKERS)

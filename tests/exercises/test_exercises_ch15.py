@@ -113,39 +113,50 @@ def test_gated_output_matches_the_layer_s_gate():
     assert torch.allclose(heads * torch.sigmoid(x @ layer.W_gate.weight.T), heads * torch.sigmoid(layer.W_gate(x)))
 
 
-# --- check_cache_lengths -----------------------------------------------------------------------------------------
+# --- check_keys_read ---------------------------------------------------------------------------------------------
 
-def cache_solution(layer_types, window, tokens):
+def keys_solution(layer_types, window, tokens):
     return torch.tensor([min(tokens, window) if kind == "sliding" else tokens for kind in layer_types])
 
 
-WRONG_CACHE = {
-    "every layer of yours holds all the tokens": lambda lt, w, t: torch.tensor([t] * len(lt)),
-    "hold window tokens even when fewer have been seen": lambda lt, w, t: torch.tensor(
+WRONG_KEYS = {
+    "every layer of yours reads all the tokens": lambda lt, w, t: torch.tensor([t] * len(lt)),
+    "read window tokens even when fewer have been seen": lambda lt, w, t: torch.tensor(
         [w if k == "sliding" else t for k in lt]),
     "you swapped the kinds": lambda lt, w, t: torch.tensor([t if k == "sliding" else min(t, w) for k in lt]),
     "your full layers stop at the window too": lambda lt, w, t: torch.tensor([min(t, w)] * len(lt)),
-    "hold window - 1 tokens": lambda lt, w, t: torch.tensor([min(t, w - 1) if k == "sliding" else t for k in lt]),
+    "read window - 1 tokens: that is what their cache keeps between steps": lambda lt, w, t: torch.tensor([min(t, w - 1) if k == "sliding" else t for k in lt]),
 }
 
 
-def test_cache_lengths_accepts_a_tensor_or_a_list_and_agrees_with_kv_cache_bytes():
-    assert ch15.check_cache_lengths(cache_solution).passed
-    assert ch15.check_cache_lengths(lambda lt, w, t: cache_solution(lt, w, t).tolist()).passed
+def test_keys_read_accepts_a_tensor_or_a_list_and_agrees_with_kv_cache_bytes():
+    assert ch15.check_keys_read(keys_solution).passed
+    assert ch15.check_keys_read(lambda lt, w, t: keys_solution(lt, w, t).tolist()).passed
     kinds = mha_lib.interleaved_layer_types(6, 2)
     per_token = 2 * 1 * 4 * 2  # K and V, G = 1, Dh = 4, 2 bytes
     assert mha_lib.kv_cache_bytes(6, 1, 4, 300, window=128, layer_types=kinds) == \
-        int(cache_solution(kinds, 128, 300).sum()) * per_token
+        int(keys_solution(kinds, 128, 300).sum()) * per_token
 
 
-@pytest.mark.parametrize("phrase", list(WRONG_CACHE))
-def test_cache_lengths_names_the_mistake(phrase):
-    feedback = ch15.check_cache_lengths(WRONG_CACHE[phrase])
+def test_keys_read_is_what_a_windowed_layer_reads_with_its_cache():
+    # token by token through a KVCache, a step's weights cover the cached keys and the current one: min(t, W) of them
+    torch.manual_seed(0)
+    layer = mha_lib.MultiHeadAttention(8, 8, 16, 0.0, 2, window=4).eval()
+    cache, x = mha_lib.KVCache(), torch.randn(1, 9, 8)
+    for t in range(1, 10):
+        _out, weights = layer(x[:, t - 1:t], kv_cache=cache, return_weights=True)  # (1, H, 1, keys read)
+        assert int((weights[0, 0, 0] > 0).sum()) == int(keys_solution(["sliding"], 4, t)[0]) == min(t, 4)
+        assert cache.seen == t
+
+
+@pytest.mark.parametrize("phrase", list(WRONG_KEYS))
+def test_keys_read_names_the_mistake(phrase):
+    feedback = ch15.check_keys_read(WRONG_KEYS[phrase])
     assert not feedback.passed and feedback.attempted
     assert phrase in feedback.message, feedback.message
 
 
-@pytest.mark.parametrize("check", [ch15.check_sink_softmax, ch15.check_gated_output, ch15.check_cache_lengths])
+@pytest.mark.parametrize("check", [ch15.check_sink_softmax, ch15.check_gated_output, ch15.check_keys_read])
 def test_every_checker_waits_for_the_stub_and_survives_hostile_answers(check):
     assert not check(_stub).attempted
     for hostile in (lambda *a: None, lambda *a: (torch.zeros(1),), lambda *a: 1 / 0, lambda *a: torch.tensor(float("nan"))):
