@@ -1,4 +1,4 @@
-"""Today's decoders (chapters 12 to 15): the pictures, widgets and reference models around the core's grouped-query
+"""Today's decoders (chapters 12 to 16): the pictures, widgets and reference models around the core's grouped-query
 attention, KV cache, rotary positions, sliding windows, tiled attention and latent attention (those live in the
 core: ``modules.MultiHeadAttention``, ``cache.KVCache``, ``positions``, ``masks``, ``functional.flash_attention``,
 ``latent.MultiHeadLatentAttention``).
@@ -17,6 +17,9 @@ core: ``modules.MultiHeadAttention``, ``cache.KVCache``, ``positions``, ``masks`
                  the first token's attention mass, StreamingLLM's experiment
     attention_controls.py  chapter 15's figures and widgets (the soft-cap, the first token's mass, partial RoPE)
                  and chapter 11's model trained plain, with sinks and with a gate
+    linear_state.py  chapter 16: linear attention's implicit weights, the state filling up, the delta rule
+                 stepped, chunked and recurrent forms (picture, timing), hybrids' memory, a tiny transformers
+                 Qwen3NextGatedDeltaNet, and chapter 11's model trained with four mixers (the recall race)
 
 Imported on use: ``import mha_lib`` never loads transformers or matplotlib.
 """

@@ -30,6 +30,7 @@ from mha_lib.exercises import ch11_heads_learn as ch11
 from mha_lib.exercises import ch12_sharing_keys_and_values as ch12
 from mha_lib.exercises import ch14_attention_at_scale as ch14
 from mha_lib.exercises import ch15_where_the_attention_goes as ch15
+from mha_lib.exercises import ch16_a_state_instead_of_a_cache as ch16
 
 
 # --- one correct solution per checker, written as a student would -------------------------------------------
