@@ -588,7 +588,7 @@ def test_ch08_refusing_the_forward_leaves_every_layer_working_afterwards():
 
 
 @pytest.mark.parametrize("solution", [
-    lambda c, t, b: (lambda L, H, G, Dh, D, ctx, W, r, dr, kinds: L * 2 * G * Dh * (t if W is None else min(t, W)) * b)(
+    lambda c, t, b: (lambda L, H, G, Dh, D, ctx, W, r, dr, kinds, linear: L * 2 * G * Dh * (t if W is None else min(t, W)) * b)(
         *c),
     lambda c, t, b: c[0] * 2 * c[2] * c[3] * (t if c[6] is None else min(t, c[6])) * b,
     lambda c, t, b: c._asdict()["n_layers"] * 2 * c.num_kv_heads * c.head_dim * (
