@@ -259,12 +259,12 @@ def delta_step_figure(step: int = 4, beta: float = 1.0):
     ax_read.set_xticks(dims, [str(d) for d in dims])
     low = min(-0.3, float(min(r["after"].min() for rule in WRITES for r in runs[rule])) - 0.1)
     high = max(1.0, float(max(r["after"].max() for rule in WRITES for r in runs[rule])))
-    ax_read.set_ylim(low, high + 0.9)
+    ax_read.set_ylim(low, high + 1.3)  # room above the bars for the legend, one entry per line
     ax_read.axhline(0, color="0.3", linewidth=0.8)
     ax_read.set_xlabel(_("value dimension"), fontsize=TITLE_PT)
     ax_read.set_title(_("write {step}: key {key} (β = {beta:g})").format(step=step, key=row["key"], beta=beta),
                       fontsize=TITLE_PT)
-    ax_read.legend(fontsize=LABEL_PT, loc="upper left", ncol=2)
+    ax_read.legend(fontsize=LABEL_PT, loc="upper left")  # one column: two would overflow the panel
     steps = np.arange(1, len(DELTA_STEPS) + 1)
     for rule, colour, label in (("sum", SUM_COLOUR, _("sum (linear attention)")),
                                 ("delta", DELTA_COLOUR, _("delta rule"))):
