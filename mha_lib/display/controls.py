@@ -72,6 +72,15 @@ def dropdown(description: str, options, value):
     return Dropdown(options=options, value=value, description=description, style=dict(STYLE), layout=_layout())
 
 
+def toggle_buttons(description: str, options, value, *, button_width: str):
+    """A row of buttons, one per option, its label in the label column. The row is as wide as its buttons
+    (``width="auto"``): at ipywidgets' default inline width of 300 px the buttons wrapped under the label."""
+    from ipywidgets import Layout, ToggleButtons
+
+    return ToggleButtons(options=options, value=value, description=description,
+                         style={**STYLE, "button_width": button_width}, layout=Layout(width="auto"))
+
+
 def toggle(description: str, value: bool):
     """A checkbox indented by the label column, so its box lines up with the sliders' tracks."""
     from ipywidgets import Checkbox
