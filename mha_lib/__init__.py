@@ -23,16 +23,18 @@ The core, top-down in the order the chapters teach it:
     modules.py      SelfAttention -> CausalAttention -> wrapper -> MultiHeadAttention -> fused;
                     MultiHeadAttention also shares key/value heads (GQA), rotates (RoPE), windows, caches, and
                     controls its scores (QK-norm, scale, soft-cap, sinks, output gate, partial RoPE: chapter 15)
-    latent.py       MultiHeadLatentAttention: DeepSeek's keys and values through one cached latent (chapter 14)
+    latent.py       MultiHeadLatentAttention: DeepSeek's keys and values through one cached latent (chapter 14);
+                    with index_topk, DeepSeek-V3.2's sparse attention: a LightningIndexer picks the keys each query
+                    reads, applied as a mask or gathered (chapter 17)
     linear.py       a state instead of a cache (chapter 16): linear attention (T × T and running-state forms),
                     the delta rule (token by token and chunked), GatedDeltaNet (Qwen3-Next's linear layer) and
                     its StateCache
     heads.py        three ways to form heads: projection, direct split, grouped 1×1 convolution
     conversions.py  move weights between those layers (and into nn.MultiheadAttention); attention_from_transformers
-                    reads ten decoder families' attention from transformers (Llama ... gpt-oss, DeepSeek-V3) and
+                    reads eleven decoder families' attention from transformers (Llama ... gpt-oss, DeepSeek-V3/V3.2) and
                     Qwen3-Next's Gated DeltaNet
-    sizes.py        parameter counts (chapter 7), KV-cache bytes of published decoders (chapters 12, 14, 15) and
-                    the fixed state of their linear-attention layers (chapter 16)
+    sizes.py        parameter counts (chapter 7), KV-cache bytes of published decoders (chapters 12, 14, 15), the
+                    fixed state of their linear-attention layers (chapter 16) and the indexer's keys (chapter 17)
     data.py         the small inputs the notebooks use;  runtime.py  device and reproducibility
     validation.py   argument checks with messages a student can act on
     ablation.py     knocking heads out: the one tool chapters 10 and 11 share
@@ -122,7 +124,7 @@ from .functional import (
 )
 from .heads import HEAD_FORMERS, DirectSplitHeads, GroupedConvHeads, ProjectionHeads, make_head_former
 from .language import get_language, set_language
-from .latent import MultiHeadLatentAttention
+from .latent import LightningIndexer, MultiHeadLatentAttention
 from .linear import GatedDeltaNet, StateCache, delta_rule, linear_attention, linear_attention_weights
 from .masks import (
     additive_mask,
@@ -160,9 +162,11 @@ from .sizes import (
     GPT_CONFIGS,
     MIXED_WINDOW_CONFIGS,
     HYBRID_CONFIGS,
+    SPARSE_CONFIGS,
     DecoderAttention,
     GPTConfig,
     LinearAttentionSizes,
+    SparseDecoderAttention,
     attention_parameter_count,
     gpt_parameter_count,
     interleaved_layer_types,
@@ -194,7 +198,7 @@ def __dir__():
 
 __all__ = [
     "GatedDeltaNet", "StateCache", "delta_rule", "linear_attention", "linear_attention_weights", "HYBRID_CONFIGS",
-    "LinearAttentionSizes",
+    "LinearAttentionSizes", "LightningIndexer", "SPARSE_CONFIGS", "SparseDecoderAttention",
     "MultiHeadLatentAttention", "OnlineSoftmaxState", "YaRN", "attention_from_deepseek", "flash_attention",
     "flash_kernel", "latent_attention_parameter_count", "online_softmax_start", "online_softmax_step", "yarn_mscale",
     "merge_attention_states", "softcap_scores", "softmax_with_sinks", "MIXED_WINDOW_CONFIGS", "interleaved_layer_types",

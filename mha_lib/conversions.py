@@ -188,16 +188,54 @@ def attention_from_deepseek(deepseek_v3_attention: nn.Module, config) -> MultiHe
     On positions ``0..T-1`` the layer's causal forward equals DeepSeek's eager attention given the same positions
     and an additive causal mask. Nothing of transformers is imported here: the function reads attributes.
     """
-    ref = deepseek_v3_attention
+    return _latent_from(deepseek_v3_attention, config, "deepseek_v3_attention", "DeepseekV3",
+                        interleave=bool(getattr(config, "rope_interleave", False)))
+
+
+def _from_deepseek_v32(module: nn.Module, config) -> MultiHeadLatentAttention:
+    """DeepSeek-V3.2's ``DeepseekV32Attention``: V3's latent attention plus the lightning indexer (chapter 17), as a
+    ``MultiHeadLatentAttention(index_topk=config.index_topk, index_heads=config.index_n_heads,
+    index_head_dim=config.index_head_dim)``. The indexer's ``wq_b, wk, k_norm, weights_proj`` become
+    ``indexer.W_query, W_key, key_norm, W_head_weights``. V3.2's config has no ``rope_interleave``: its latent
+    attention always rotates neighbouring pairs (reordered here as for V3), its indexer the two halves of its first
+    ``qk_rope_head_dim`` dimensions (our layout already)."""
+    indexer = getattr(module, "indexer", None)
+    for name in ("wq_b", "wk", "k_norm", "weights_proj"):
+        if getattr(indexer, name, None) is None:
+            raise TypeError(f"the DeepSeek-V3.2 reader reads DeepseekV32Attention's indexer (wq_b, wk, k_norm, "
+                            f"weights_proj), got {type(module).__name__} without indexer.{name}")
+    for name in ("index_topk", "index_n_heads", "index_head_dim"):
+        if not hasattr(config, name):
+            raise TypeError(f"config must be the DeepseekV32Config the module was built from, got "
+                            f"{type(config).__name__} without {name}")
+    layer = _latent_from(module, config, "deepseek_v32_attention", "DeepseekV32", interleave=True,
+                         index=(config.index_topk, config.index_n_heads, config.index_head_dim))
+    ours = layer.indexer
+    for target, source in ((ours.W_query, indexer.wq_b), (ours.W_key, indexer.wk),
+                           (ours.W_head_weights, indexer.weights_proj)):
+        _load(target, source.weight, None, "indexer")
+    for name in ("weight", "bias"):
+        if getattr(indexer.k_norm, name).shape != getattr(ours.key_norm, name).shape:
+            raise ValueError(f"indexer.k_norm.{name} has shape {tuple(getattr(indexer.k_norm, name).shape)}, expected "
+                             f"{tuple(getattr(ours.key_norm, name).shape)}: pass the config the module was built from")
+        _copy_(getattr(ours.key_norm, name), getattr(indexer.k_norm, name))
+    ours.key_norm.eps = float(indexer.k_norm.eps)
+    return layer
+
+
+def _latent_from(ref: nn.Module, config, argument: str, family: str, *, interleave: bool,
+                 index: tuple[int, int, int] | None = None) -> MultiHeadLatentAttention:
+    """What the DeepSeek readers share: sizes and rope from ``config``, the latent attention's weights copied, the
+    rotary rows reordered when DeepSeek ``interleave``s; ``index`` ``(topk, heads, head_dim)`` adds the indexer."""
     for name in ("kv_a_proj_with_mqa", "kv_a_layernorm", "kv_b_proj", "o_proj"):
         if getattr(ref, name, None) is None:
-            raise TypeError(f"deepseek_v3_attention must be a transformers DeepseekV3Attention (with "
+            raise TypeError(f"{argument} must be a transformers {family}Attention (with "
                             f"kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj, o_proj), got {type(ref).__name__} "
                             f"without {name}")
     for name in ("hidden_size", "num_attention_heads", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
                  "v_head_dim", "max_position_embeddings"):
         if not hasattr(config, name):
-            raise TypeError(f"config must be a transformers DeepseekV3Config, got {type(config).__name__} "
+            raise TypeError(f"config must be a transformers {family}Config, got {type(config).__name__} "
                             f"without {name}")
     rope = _rope_parameters(config)
     rope_type = rope.get("rope_type", "default")
@@ -206,6 +244,7 @@ def attention_from_deepseek(deepseek_v3_attention: nn.Module, config) -> MultiHe
     yarn = _yarn_from(rope, config) if rope_type == "yarn" else None
     q_lora_rank = getattr(config, "q_lora_rank", None)
     kv_down = ref.kv_a_proj_with_mqa
+    topk, heads, head_dim = index or (None, None, None)
     layer = MultiHeadLatentAttention(
         config.hidden_size, config.num_attention_heads, kv_lora_rank=config.kv_lora_rank,
         qk_nope_head_dim=config.qk_nope_head_dim, qk_rope_head_dim=config.qk_rope_head_dim,
@@ -213,6 +252,7 @@ def attention_from_deepseek(deepseek_v3_attention: nn.Module, config) -> MultiHe
         rope_theta=float(rope.get("rope_theta", getattr(config, "rope_theta", 10000.0))), yarn=yarn,
         bias=kv_down.bias is not None, norm_eps=float(ref.kv_a_layernorm.variance_epsilon),  # 1e-6, not rms_norm_eps
         dropout=float(getattr(config, "attention_dropout", 0.0)),
+        index_topk=topk, index_heads=heads, index_head_dim=head_dim,
     ).to(device=kv_down.weight.device, dtype=kv_down.weight.dtype)
     if q_lora_rank is None:
         pairs = [("W_query", ref.q_proj)]
@@ -225,10 +265,10 @@ def attention_from_deepseek(deepseek_v3_attention: nn.Module, config) -> MultiHe
         for name, tensor in target.named_parameters():
             theirs = getattr(source, name, None)
             if theirs is None or theirs.shape != tensor.shape:
-                raise ValueError(f"deepseek_v3_attention's {ours} counterpart has no {name} of shape "
+                raise ValueError(f"{argument}'s {ours} counterpart has no {name} of shape "
                                  f"{tuple(tensor.shape)}: pass the config the layer was built from")
             _copy_(tensor, theirs)
-    if getattr(config, "rope_interleave", False):
+    if interleave:
         _deinterleave_rotary_rows(layer)
     return _same_mode(layer, ref)
 
@@ -293,7 +333,7 @@ def _deinterleave_rotary_rows(layer: MultiHeadLatentAttention) -> None:
 
 def attention_from_transformers(module: nn.Module, config):
     """Our layer with the weights of a transformers attention ``module`` built from ``config``, computing what it
-    computes: a ``MultiHeadAttention`` (a ``MultiHeadLatentAttention`` for DeepSeek-V3, a ``GatedDeltaNet`` for
+    computes: a ``MultiHeadAttention`` (a ``MultiHeadLatentAttention`` for DeepSeek-V3 and V3.2, a ``GatedDeltaNet`` for
     Qwen3-Next's linear-attention layers).
 
     Dispatches on the module's class (``TRANSFORMERS_READERS``, one reader per family):
@@ -311,6 +351,8 @@ def attention_from_transformers(module: nn.Module, config):
     Llama4TextAttention    RoPE layers: ``qk_norm="l2"`` after RoPE, q and k rows reordered from neighbouring pairs to
                            rotate-half; NoPE layers: ``rope_theta=None``
     DeepseekV3Attention    ``MultiHeadLatentAttention`` (chapter 14's ``attention_from_deepseek``)
+    DeepseekV32Attention   ``MultiHeadLatentAttention(index_topk=...)``: V3's latent attention (always interleaved)
+                           and the lightning indexer (chapter 17)
     Qwen3NextGatedDeltaNet ``GatedDeltaNet`` (chapter 16): Qwen3-Next's linear-attention layers; ``in_proj_qkvz`` and
                            ``in_proj_ba`` are grouped per key head and are cut into our flat projections
     =====================  =========================================================================================
@@ -607,5 +649,6 @@ TRANSFORMERS_READERS = {
     "Qwen3NextAttention": _from_qwen3_next,
     "Llama4TextAttention": _from_llama4,
     "DeepseekV3Attention": attention_from_deepseek,
+    "DeepseekV32Attention": _from_deepseek_v32,
     "Qwen3NextGatedDeltaNet": _from_qwen3_next_gated_deltanet,
 }

@@ -7,6 +7,8 @@
     kv_cache_bytes(L, G, Dh, T, window=W, layer_types=[...])   sliding layers hold min(T, W), full ones T (chapter 15)
     kv_cache_bytes(L, G, Dh, T, layer_types=[..."linear"...], linear=LinearAttentionSizes(...))   hybrids: a
                                    linear-attention layer holds a fixed state (and its conv's inputs) at every T (ch. 16)
+    kv_cache_bytes(L, tokens=T, kv_lora_rank=r, qk_rope_head_dim=dr, index_head_dim=di)   L × (r + dr + di) ×
+                                   T × bytes: DeepSeek-V3.2's sparse attention caches its indexer's key (chapter 17)
     latent_attention_parameter_count(...)   the parameters of DeepSeek's latent attention layer
 
 The number of heads does not change the count of the 2017 layer, on purpose: the heads *share out* the D columns
@@ -271,6 +273,54 @@ HYBRID_CONFIGS = {
 }
 
 
+class SparseDecoderAttention(NamedTuple):
+    """A decoder with DeepSeek-V3.2's sparse attention (chapter 17): latent attention of sizes ``attention`` and a
+    lightning indexer of ``index_heads`` heads of ``index_head_dim`` di that picks ``index_topk`` k keys per query.
+    Each token caches the indexer's key beside the latent: ``r + dr + di`` numbers per layer. A decoding step still
+    reads every cached indexer key (di numbers a token) but only k latents (``r + dr`` each)."""
+
+    attention: DecoderAttention
+    index_heads: int
+    index_head_dim: int
+    index_topk: int
+
+    @property
+    def cache_numbers_per_token(self) -> int:
+        """Numbers one token adds to one layer's cache: ``r + dr + di``."""
+        return self.attention.cache_numbers_per_token + self.index_head_dim
+
+    def kv_cache_bytes(self, tokens: int, *, bytes_per_element: int = 2, batch_size: int = 1) -> int:
+        """``kv_cache_bytes`` with this model's sizes, the indexer's keys included (2 bytes a number by default)."""
+        a = self.attention
+        return kv_cache_bytes(a.n_layers, tokens=tokens, kv_lora_rank=a.kv_lora_rank,
+                              qk_rope_head_dim=a.qk_rope_head_dim, index_head_dim=self.index_head_dim,
+                              bytes_per_element=bytes_per_element, batch_size=batch_size)
+
+    def step_read_bytes(self, tokens: int, *, sparse: bool = True, bytes_per_element: int = 2) -> int:
+        """Bytes of cache one decoding step reads over all layers once ``tokens`` tokens are held (its own included):
+        ``sparse`` ``L × (tokens·di + min(tokens, k)·(r + dr))``, the indexer's keys and the selected latents;
+        ``sparse=False``, dense MLA, ``L × tokens·(r + dr)``."""
+        tokens = check_int("tokens", tokens, low=0)
+        bytes_per_element = check_positive_int("bytes_per_element", bytes_per_element)
+        latent = self.attention.cache_numbers_per_token
+        if not check_flag("sparse", sparse):
+            return self.attention.n_layers * tokens * latent * bytes_per_element
+        per_layer = tokens * self.index_head_dim + min(tokens, self.index_topk) * latent
+        return self.attention.n_layers * per_layer * bytes_per_element
+
+
+#: Published decoders with sparse attention (chapter 17). Kept apart from the tables above, which chapters 12-16
+#: print whole.
+SPARSE_CONFIGS = {
+    # DeepSeek-V3.2 (transformers' DeepseekV32Config() defaults, its config.json): V3's latent attention, 61 layers,
+    # and an indexer of 64 heads of 128 that picks 2,048 keys per query
+    "deepseek-v3.2": SparseDecoderAttention(
+        DecoderAttention(n_layers=61, num_heads=128, num_kv_heads=128, head_dim=192, d_model=7168,
+                         context_length=163840, kv_lora_rank=512, qk_rope_head_dim=64),
+        index_heads=64, index_head_dim=128, index_topk=2048),
+}
+
+
 def decoder_config(config) -> DecoderAttention:
     """A ``DecoderAttention``: a name in ``DECODER_CONFIGS`` looked up, or the ``DecoderAttention`` itself."""
     if isinstance(config, str):
@@ -296,6 +346,7 @@ def kv_cache_bytes(
     window: int | None = None,
     layer_types=None,
     linear: LinearAttentionSizes | None = None,
+    index_head_dim: int | None = None,
 ) -> int:
     """Bytes a decoder's KV cache holds: ``layers × 2 (K and V) × G × Dh × tokens × bytes × batch``.
 
@@ -317,6 +368,9 @@ def kv_cache_bytes(
     every length, and the total is what the model keeps per sequence. Qwen3-Next-80B at 32K tokens in bfloat16:
     12 full layers 768 MiB + 36 linear layers 38 MiB, against 3 GiB if all 48 were full attention.
     ``bytes_per_element`` counts the state too (transformers' PyTorch path keeps the state in float32: 4).
+
+    Sparse attention (chapter 17): ``index_head_dim`` di adds the lightning indexer's key, cached per token in every
+    attention layer beside the keys (DeepSeek-V3.2: 512 + 64 + 128 = 704 numbers per token and layer, 576 for V3).
     """
     n_layers = check_positive_int("n_layers", n_layers)
     if tokens is None:
@@ -363,6 +417,8 @@ def kv_cache_bytes(
             raise TypeError("kv_cache_bytes needs num_kv_heads and head_dim (or, for latent attention, kv_lora_rank "
                             "and qk_rope_head_dim)")
         per_token = 2 * check_positive_int("num_kv_heads", num_kv_heads) * check_positive_int("head_dim", head_dim)
+    if index_head_dim is not None:  # the lightning indexer's key, one per token, beside the keys
+        per_token += check_positive_int("index_head_dim", index_head_dim)
     return per_token * layers_held * bytes_per_element * batch_size + state_bytes
 
 
@@ -405,7 +461,7 @@ def latent_attention_parameter_count(
 
 __all__ = [
     "DECODER_CONFIGS", "DecoderAttention", "GPTConfig", "GPT_CONFIGS", "HYBRID_CONFIGS", "LinearAttentionSizes",
-    "MIXED_WINDOW_CONFIGS",
+    "MIXED_WINDOW_CONFIGS", "SPARSE_CONFIGS", "SparseDecoderAttention",
     "attention_parameter_count", "decoder_config", "gpt_parameter_count", "interleaved_layer_types", "kv_cache_bytes",
     "latent_attention_parameter_count",
 ]

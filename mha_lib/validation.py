@@ -307,6 +307,34 @@ def check_matches_weights(name: str, x: Tensor, weight: Tensor) -> None:
         )
 
 
+def check_index_options(index_topk, index_heads, index_head_dim, rope_dim: int) -> int | None:
+    """DeepSeek-V3.2's lightning indexer (``MultiHeadLatentAttention``): ``index_topk`` k >= 1 keys per query, or
+    None (no indexer, and then neither ``index_heads`` nor ``index_head_dim``); with k, ``index_heads`` >= 1 and
+    ``index_head_dim`` >= ``rope_dim`` (the indexer rotates its first ``qk_rope_head_dim`` dimensions)."""
+    sizes = (("index_heads", index_heads), ("index_head_dim", index_head_dim))
+    if index_topk is None:
+        given = [f"{name}={value!r}" for name, value in sizes if value is not None]
+        if given:
+            raise ValueError(f"{' and '.join(given)} needs index_topk, got index_topk=None: the lightning indexer "
+                             f"(DeepSeek-V3.2) is built only when index_topk, the keys each query reads, is given")
+        return None
+    if isinstance(index_topk, bool) or not isinstance(index_topk, numbers.Integral):
+        raise TypeError(f"index_topk must be a positive int (the keys each query reads) or None, got "
+                        f"{_got(index_topk)}")
+    if index_topk < 1:
+        raise ValueError(f"index_topk must be >= 1 (the keys each query reads; None: dense attention), got "
+                         f"{_short(index_topk)}")
+    for name, value in sizes:
+        if value is None:
+            raise ValueError(f"index_topk={index_topk} needs {name} too, got None (DeepSeek-V3.2: index_heads=64, "
+                             f"index_head_dim=128)")
+        check_positive_int(name, value)
+    if index_head_dim < rope_dim:
+        raise ValueError(f"index_head_dim must be at least qk_rope_head_dim = {rope_dim} (the indexer rotates its "
+                         f"first qk_rope_head_dim dimensions), got {index_head_dim}")
+    return check_positive_int("index_topk", index_topk)
+
+
 #: a layer's kind, as chapter 15's layer_types name it: ours, and transformers' ``config.layer_types`` spellings
 LAYER_KINDS = {"sliding": "sliding", "full": "full", "sliding_attention": "sliding", "full_attention": "full"}
 #: chapter 16's hybrids add linear-attention layers (a fixed state, no KV cache): Qwen3-Next's "linear_attention"
