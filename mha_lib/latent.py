@@ -342,16 +342,16 @@ class MultiHeadLatentAttention(nn.Module):
         (at position ``first_query + i``) sees key j when ``j <= i + diagonal``."""
         T, S = x.shape[1], index_keys.shape[1]
         source = x if compressed is None else compressed  # (B, T, rq or D)
-        with torch.no_grad():
-            for a in range(0, T, rows):
-                b = min(a + rows, T)
-                hi = min(S, b + diagonal)  # later keys lie in the future of every query of the block
-                positions = torch.arange(first_query + a, first_query + b, device=x.device)
+        for a in range(0, T, rows):
+            b = min(a + rows, T)
+            hi = min(S, b + diagonal)  # later keys lie in the future of every query of the block
+            positions = torch.arange(first_query + a, first_query + b, device=x.device)
+            with torch.no_grad():  # not around the yield: the caller's code would run without gradients
                 q = self.indexer.queries(source[:, a:b], self._rope, positions)  # (B, Hi, Tb, di)
-                scores = self.indexer.score(q, self.indexer.head_weights(x[:, a:b]), index_keys[:, :hi])  # (B, Tb, hi)
-                query_at = torch.arange(a + diagonal, b + diagonal, device=x.device)[:, None]  # (Tb, 1)
-                future = torch.arange(hi, device=x.device)[None, :] > query_at  # (Tb, hi)
-                yield a, b, scores.masked_fill_(future, float("-inf")), query_at
+                scores = self.indexer.score(q, self.indexer.head_weights(x[:, a:b]), index_keys[:, :hi])  # (B,Tb,hi)
+            query_at = torch.arange(a + diagonal, b + diagonal, device=x.device)[:, None]  # (Tb, 1)
+            future = torch.arange(hi, device=x.device)[None, :] > query_at  # (Tb, hi)
+            yield a, b, scores.masked_fill_(future, float("-inf")), query_at
 
     def _select_blocks(self, x, compressed, index_keys, first_query: int, diagonal: int, rows: int):
         """``(a, b, indices)`` by blocks of queries, indices ``(B, b - a, min(k, S))``: the top k visible keys of each
