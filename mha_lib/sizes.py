@@ -433,6 +433,9 @@ def latent_attention_parameter_count(
     v_head_dim: int,
     q_lora_rank: int | None = None,
     bias: bool = False,
+    *,
+    index_heads: int | None = None,
+    index_head_dim: int | None = None,
 ) -> int:
     """Parameters of one multi-head latent attention layer (``mha_lib.MultiHeadLatentAttention``, DeepSeek's).
 
@@ -440,6 +443,8 @@ def latent_attention_parameter_count(
     kv_down   ``D × (r + dr)``: the latent and the shared rotary key;  RMSNorm ``r``
     kv_up     ``r × H(dn + dv)``: W_uk and W_uv of every head;  out_proj ``H·dv × D``
     ``bias`` adds biases to the down-projections and the output (DeepSeek's ``attention_bias``).
+    indexer   (DeepSeek-V3.2, chapter 17: ``index_heads`` Hi and ``index_head_dim`` di) queries ``rq × Hi·di``
+              (``D × Hi·di`` without rq), key ``D × di`` + LayerNorm ``2·di``, head weights ``D × Hi``
     """
     d = check_positive_int("d_model", d_model)
     h = check_positive_int("num_heads", num_heads)
@@ -456,7 +461,14 @@ def latent_attention_parameter_count(
         queries = d * rq + rq * bias + rq + rq * q_width  # q_down (+ bias), its RMSNorm, q_up
     keys_values = d * (r + dr) + (r + dr) * bias + r + r * h * (dn + dv)  # kv_down (+ bias), RMSNorm, kv_up
     output = h * dv * d + d * bias
-    return queries + keys_values + output
+    indexer = 0
+    if (index_heads is None) != (index_head_dim is None):
+        raise ValueError(f"the indexer needs both index_heads and index_head_dim, got index_heads={index_heads!r}, "
+                         f"index_head_dim={index_head_dim!r}")
+    if index_heads is not None:
+        hi, di = check_positive_int("index_heads", index_heads), check_positive_int("index_head_dim", index_head_dim)
+        indexer = (d if q_lora_rank is None else q_lora_rank) * hi * di + d * di + 2 * di + d * hi
+    return queries + keys_values + output + indexer
 
 
 __all__ = [

@@ -209,6 +209,60 @@ def test_bad_mla_sizes(call, error, text):
     assert text in str(info.value)
 
 
+# --- sparse attention: the indexer's key beside the latent (chapter 17) ---------------------------------------------
+
+
+def test_deepseek_v32_caches_576_plus_128_numbers_per_token_and_layer():
+    v32 = mha_lib.SPARSE_CONFIGS["deepseek-v3.2"]
+    assert list(mha_lib.SPARSE_CONFIGS) == ["deepseek-v3.2"]
+    assert v32.attention == mha_lib.DECODER_CONFIGS["deepseek-v3"]  # V3's latent attention, unchanged
+    assert (v32.index_heads, v32.index_head_dim, v32.index_topk) == (64, 128, 2048)
+    assert v32.cache_numbers_per_token == 576 + 128 == 704
+    assert v32.kv_cache_bytes(1) == 61 * 704 * 2
+    assert v32.kv_cache_bytes(1000, bytes_per_element=4, batch_size=2) == kv_cache_bytes(
+        61, tokens=1000, kv_lora_rank=512, qk_rope_head_dim=64, index_head_dim=128, bytes_per_element=4, batch_size=2)
+    # a step reads every indexer key but only 2,048 latents: at 128K tokens, 24 % of dense MLA's bytes
+    assert v32.step_read_bytes(1000) == v32.step_read_bytes(1000, sparse=False) + 61 * 1000 * 128 * 2
+    assert v32.step_read_bytes(131_072) == 61 * (131_072 * 128 + 2048 * 576) * 2
+    assert 0.23 < v32.step_read_bytes(131_072) / v32.step_read_bytes(131_072, sparse=False) < 0.25
+    transformers = pytest.importorskip("transformers")
+    ref = transformers.DeepseekV32Config()
+    assert (ref.num_hidden_layers, ref.hidden_size, ref.kv_lora_rank, ref.qk_rope_head_dim, ref.index_n_heads,
+            ref.index_head_dim, ref.index_topk) == (61, 7168, 512, 64, 64, 128, 2048)
+
+
+def test_kv_cache_bytes_with_an_indexer_is_what_the_sparse_layers_caches_hold():
+    layers = [mha_lib.MultiHeadLatentAttention(16, 2, kv_lora_rank=6, qk_nope_head_dim=4, qk_rope_head_dim=4,
+                                               v_head_dim=3, index_topk=2, index_heads=2, index_head_dim=10)
+              for _ in range(2)]
+    caches = [mha_lib.KVCache() for _ in layers]
+    x = torch.randn(3, 7, 16)
+    with torch.no_grad():
+        for start, stop in ((0, 2), (2, 3), (3, 7)):
+            h = x[:, start:stop]
+            for layer, cache in zip(layers, caches):
+                h = layer(h, kv_cache=cache, sparse=start > 0)
+            assert sum(cache.nbytes for cache in caches) == kv_cache_bytes(
+                2, tokens=stop, kv_lora_rank=6, qk_rope_head_dim=4, index_head_dim=10, bytes_per_element=4,
+                batch_size=3)
+    assert kv_cache_bytes(2, 4, 8, 5, index_head_dim=3, bytes_per_element=1) == 2 * (2 * 4 * 8 + 3) * 5
+    with pytest.raises(ValueError, match=re.escape("index_head_dim must be a positive int (>= 1), got 0")):
+        kv_cache_bytes(2, tokens=1, kv_lora_rank=6, qk_rope_head_dim=4, index_head_dim=0)
+
+
+@pytest.mark.parametrize("q_lora_rank", [None, 6])
+def test_the_parameter_count_includes_the_indexer(q_lora_rank):
+    layer = mha_lib.MultiHeadLatentAttention(16, 2, kv_lora_rank=6, qk_nope_head_dim=4, qk_rope_head_dim=4,
+                                             v_head_dim=3, q_lora_rank=q_lora_rank, index_topk=2, index_heads=3,
+                                             index_head_dim=10)
+    assert numel(layer) == latent_attention_parameter_count(16, 2, 6, 4, 4, 3, q_lora_rank, index_heads=3,
+                                                            index_head_dim=10)
+    assert numel(layer.indexer) == numel(layer) - latent_attention_parameter_count(16, 2, 6, 4, 4, 3, q_lora_rank)
+    with pytest.raises(ValueError, match=re.escape("the indexer needs both index_heads and index_head_dim, got "
+                                                   "index_heads=3, index_head_dim=None")):
+        latent_attention_parameter_count(16, 2, 6, 4, 4, 3, index_heads=3)
+
+
 # --- hybrids: linear-attention layers keep a fixed state (chapter 16) ------------------------------------------------
 
 
