@@ -26,8 +26,6 @@ and each query attends to the ``index_topk`` keys it may see with the highest I[
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -387,17 +385,14 @@ class MultiHeadLatentAttention(nn.Module):
         positions = torch.arange(past, past + x.shape[1], device=x.device)
         with torch.no_grad():
             keys = self.indexer.keys(x, self._rope, positions)  # (B, T, di)
-        if kv_cache is not None and kv_cache.tensors:
-            if len(kv_cache.tensors) != 3:
-                raise ValueError(f"kv_cache holds {len(kv_cache.tensors)} tensors per token, not this layer's three "
-                                 f"(latent, rotary key, indexer key)")
+        if kv_cache is not None and kv_cache.tensors:  # the cache is this layer's (start_chunk): three tensors
             keys = torch.cat([kv_cache.tensors[2], keys], dim=1)  # (B, S, di)
         first_key = kv_cache.start if kv_cache is not None else 0
         return past, past - first_key, keys
 
     def select(self, x: Tensor, *, kv_cache: KVCache | None = None) -> Tensor:
         """The keys each query of ``x`` ``(B, T, D)`` reads: ``(B, T, min(index_topk, S))`` int64 indices into the
-        ``S`` keys held (the cache's, then x's own; index = position without a cache), best index score first.
+        ``S`` keys held (the cache's, then x's own: an index is the key's position), best index score first.
 
         Causal: a query never selects a key after its own position. A query that sees fewer than ``index_topk``
         keys (the first ones of a sequence) gets all it sees, then ``-1`` for each missing one. ``kv_cache``: x
@@ -420,7 +415,8 @@ class MultiHeadLatentAttention(nn.Module):
             out[:, a:b, : scores.shape[-1]] = scores
         return out
 
-    def _gathered(self, x, compressed, q_nope, q_rope, held, first_query: int, diagonal: int, absorbed: bool) -> Tensor:
+    def _gathered(self, x, compressed, q_nope, q_rope, held, first_query: int, diagonal: int,
+                  absorbed: bool) -> Tensor:
         """Attention over each query's k selected keys, gathered, by blocks of queries: ``(B, H, T, dv)``.
 
         Absorbed, the shared latent and rotary key of each selected token are gathered once for all heads (what a
@@ -430,13 +426,13 @@ class MultiHeadLatentAttention(nn.Module):
         S, r, dv = latent.shape[1], self.kv_lora_rank, self.v_head_dim
         k = min(self.index_topk, S)
         if absorbed:
-            keys = torch.cat([latent, k_rope], dim=-1)  # (B, S, r + dr): one key for all heads
-            values, width = latent, k * (2 * r + self.qk_rope_head_dim + H)
+            keys = torch.cat([latent, k_rope], dim=-1)  # (B, S, r + dr): one key for all heads, its value the latent
+            width = k * max(keys.shape[-1], H)  # per query: the gathered keys, or the scores of the H heads
         else:
             kv = self.kv_up(latent).view(B, S, H, self.qk_nope_head_dim + dv)  # (B, S, H, dn + dv)
             k_nope, values = kv.split([self.qk_nope_head_dim, dv], dim=-1)  # (B, S, H, dn), (B, S, H, dv)
             keys = torch.cat([k_nope, k_rope[:, :, None].expand(B, S, H, -1)], dim=-1)  # (B, S, H, dn + dr)
-            width = k * H * (keys.shape[-1] + dv + 1)
+            width = k * H * max(keys.shape[-1], dv)
         context = q_nope.new_empty(B, H, T, dv)  # (B, H, T, dv): written block by block
         batch = torch.arange(B, device=x.device)[:, None, None]  # (B, 1, 1): indexes with (B, Tb, k)
         dropout_p = self.dropout_p if self.training else 0.0
@@ -445,7 +441,8 @@ class MultiHeadLatentAttention(nn.Module):
             picked = top.clamp(min=0)  # (B, Tb, k): a -1 gathers key 0 and is masked below
             if absorbed:
                 query = torch.cat([q_nope[:, :, a:b] @ self.W_uk, q_rope[:, :, a:b]], dim=-1)  # (B, H, Tb, r + dr)
-                scores = torch.einsum("bhtd,btkd->bhtk", query, keys[batch, picked])  # (B, Tb, k, r + dr)
+                gathered = keys[batch, picked]  # (B, Tb, k, r + dr): what a sparse MLA kernel reads
+                scores = torch.einsum("bhtd,btkd->bhtk", query, gathered)
             else:
                 query = torch.cat([q_nope[:, :, a:b], q_rope[:, :, a:b]], dim=-1)  # (B, H, Tb, dn + dr)
                 scores = torch.einsum("bhtd,btkhd->bhtk", query, keys[batch, picked])  # (B, Tb, k, H, dn + dr)
@@ -454,7 +451,7 @@ class MultiHeadLatentAttention(nn.Module):
             if dropout_p > 0:
                 weights = F.dropout(weights, p=dropout_p)
             if absorbed:
-                block = torch.einsum("bhtk,btkd->bhtd", weights, values[batch, picked])  # (B, H, Tb, r): Σ p c
+                block = torch.einsum("bhtk,btkd->bhtd", weights, gathered[..., :r])  # (B, H, Tb, r): Σ p c
                 block = block @ self.W_uv.transpose(1, 2)  # (B, H, Tb, r) @ (H, r, dv) -> (B, H, Tb, dv)
             else:
                 block = torch.einsum("bhtk,btkhd->bhtd", weights, values[batch, picked])  # (B, H, Tb, dv)
