@@ -204,10 +204,8 @@ def _from_deepseek_v32(module: nn.Module, config) -> MultiHeadLatentAttention:
         if getattr(indexer, name, None) is None:
             raise TypeError(f"the DeepSeek-V3.2 reader reads DeepseekV32Attention's indexer (wq_b, wk, k_norm, "
                             f"weights_proj), got {type(module).__name__} without indexer.{name}")
-    for name in ("index_topk", "index_n_heads", "index_head_dim"):
-        if not hasattr(config, name):
-            raise TypeError(f"config must be the DeepseekV32Config the module was built from, got "
-                            f"{type(config).__name__} without {name}")
+    _check_config_has(config, ("index_topk", "index_n_heads", "index_head_dim"),
+                      "the DeepseekV32Config the module was built from")
     layer = _latent_from(module, config, "deepseek_v32_attention", "DeepseekV32", interleave=True,
                          index=(config.index_topk, config.index_n_heads, config.index_head_dim))
     ours = layer.indexer
@@ -232,11 +230,9 @@ def _latent_from(ref: nn.Module, config, argument: str, family: str, *, interlea
             raise TypeError(f"{argument} must be a transformers {family}Attention (with "
                             f"kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj, o_proj), got {type(ref).__name__} "
                             f"without {name}")
-    for name in ("hidden_size", "num_attention_heads", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
-                 "v_head_dim", "max_position_embeddings"):
-        if not hasattr(config, name):
-            raise TypeError(f"config must be a transformers {family}Config, got {type(config).__name__} "
-                            f"without {name}")
+    _check_config_has(config, ("hidden_size", "num_attention_heads", "kv_lora_rank", "qk_nope_head_dim",
+                               "qk_rope_head_dim", "v_head_dim", "max_position_embeddings"),
+                      f"a transformers {family}Config")
     rope = _rope_parameters(config)
     rope_type = rope.get("rope_type", "default")
     if rope_type not in ("default", "yarn"):
@@ -386,10 +382,14 @@ def _check_source(module: nn.Module, config, reader: str, projections=("q_proj",
         if not isinstance(getattr(module, name, None), nn.Linear):
             raise TypeError(f"{reader} reads a transformers attention with {', '.join(projections)}, got "
                             f"{type(module).__name__} without {name}")
-    for name in ("hidden_size", "num_attention_heads", "max_position_embeddings"):
+    _check_config_has(config, ("hidden_size", "num_attention_heads", "max_position_embeddings"),
+                      "the transformers config the module was built from")
+
+
+def _check_config_has(config, names, expected: str) -> None:
+    for name in names:
         if not hasattr(config, name):
-            raise TypeError(f"config must be the transformers config the module was built from, got "
-                            f"{type(config).__name__} without {name}")
+            raise TypeError(f"config must be {expected}, got {type(config).__name__} without {name}")
 
 
 def _layer_kind(module: nn.Module, config, reader: str, kinds=("full_attention", "sliding_attention")) -> str:

@@ -157,19 +157,22 @@ def test_mla_kv_cache_bytes_formula_and_window():
                           bytes_per_element=4) == 3 * 6 * 4 * 2 * 4  # the window caps the tokens held
 
 
-def test_mla_kv_cache_bytes_is_what_the_layers_caches_hold():
-    """Two MLA layers, each with its own KVCache, fed 7 tokens in chunks: the caches' bytes are the formula's."""
+@pytest.mark.parametrize("index_head_dim", [None, 10])
+def test_mla_kv_cache_bytes_is_what_the_layers_caches_hold(index_head_dim):
+    """Two MLA layers, each with its own KVCache, fed 7 tokens in chunks: the caches' bytes are the formula's; with
+    DeepSeek-V3.2's indexer (chapter 17), its key too, on the masked and the gathered path alike."""
+    indexer = {} if index_head_dim is None else dict(index_topk=2, index_heads=2, index_head_dim=index_head_dim)
     layers = [mha_lib.MultiHeadLatentAttention(16, 2, kv_lora_rank=6, qk_nope_head_dim=4, qk_rope_head_dim=4,
-                                               v_head_dim=3) for _ in range(2)]
+                                               v_head_dim=3, **indexer) for _ in range(2)]
     caches = [mha_lib.KVCache() for _ in layers]
     x = torch.randn(3, 7, 16)
     with torch.no_grad():
         for start, stop in ((0, 2), (2, 3), (3, 7)):
             h = x[:, start:stop]
             for layer, cache in zip(layers, caches):
-                h = layer(h, kv_cache=cache)
+                h = layer(h, kv_cache=cache, sparse=bool(indexer) and start > 0)
             expected = kv_cache_bytes(2, tokens=stop, kv_lora_rank=6, qk_rope_head_dim=4, bytes_per_element=4,
-                                      batch_size=3)
+                                      batch_size=3, index_head_dim=index_head_dim)
             assert sum(cache.nbytes for cache in caches) == expected
 
 
@@ -231,20 +234,7 @@ def test_deepseek_v32_caches_576_plus_128_numbers_per_token_and_layer():
             ref.index_head_dim, ref.index_topk) == (61, 7168, 512, 64, 64, 128, 2048)
 
 
-def test_kv_cache_bytes_with_an_indexer_is_what_the_sparse_layers_caches_hold():
-    layers = [mha_lib.MultiHeadLatentAttention(16, 2, kv_lora_rank=6, qk_nope_head_dim=4, qk_rope_head_dim=4,
-                                               v_head_dim=3, index_topk=2, index_heads=2, index_head_dim=10)
-              for _ in range(2)]
-    caches = [mha_lib.KVCache() for _ in layers]
-    x = torch.randn(3, 7, 16)
-    with torch.no_grad():
-        for start, stop in ((0, 2), (2, 3), (3, 7)):
-            h = x[:, start:stop]
-            for layer, cache in zip(layers, caches):
-                h = layer(h, kv_cache=cache, sparse=start > 0)
-            assert sum(cache.nbytes for cache in caches) == kv_cache_bytes(
-                2, tokens=stop, kv_lora_rank=6, qk_rope_head_dim=4, index_head_dim=10, bytes_per_element=4,
-                batch_size=3)
+def test_kv_cache_bytes_counts_the_indexers_key():
     assert kv_cache_bytes(2, 4, 8, 5, index_head_dim=3, bytes_per_element=1) == 2 * (2 * 4 * 8 + 3) * 5
     with pytest.raises(ValueError, match=re.escape("index_head_dim must be a positive int (>= 1), got 0")):
         kv_cache_bytes(2, tokens=1, kv_lora_rank=6, qk_rope_head_dim=4, index_head_dim=0)
