@@ -101,12 +101,12 @@ def test_the_published_mixed_configs_and_their_table():
     "call, error, text",
     [
         (lambda: kv_cache_bytes(2, 1, 4, 5, window=3, layer_types="sliding"), TypeError,
-         "layer_types must be a list of 'sliding' / 'full', one per layer, got str 'sliding'"),
+         "layer_types must be a list of 'sliding' / 'full' / 'linear', one per layer, got str 'sliding'"),
         (lambda: kv_cache_bytes(2, 1, 4, 5, window=3, layer_types=["sliding"]), ValueError,
          "layer_types must name each of the n_layers = 2 layers, got 1 entries"),
         (lambda: kv_cache_bytes(2, 1, 4, 5, window=3, layer_types=["sliding", "global"]), ValueError,
-         "layer_types entries must be 'sliding' or 'full' (or transformers' 'sliding_attention' / 'full_attention'), "
-         "got 'global'"),
+         "layer_types entries must be 'sliding', 'full' or 'linear' (or transformers' 'sliding_attention' / "
+         "'full_attention' / 'linear_attention'), got 'global'"),
         (lambda: kv_cache_bytes(2, 1, 4, 5, layer_types=["sliding", "full"]), ValueError,
          "layer_types has 1 sliding layers but window is None"),
         (lambda: kv_cache_bytes(2, 1, 4, 5, window=0, layer_types=["sliding", "full"]), ValueError,
