@@ -40,8 +40,8 @@ SIGN_FLIPPED = N_("you subtracted the correction: the state moves towards v, S +
 NO_BETA = N_("you left out β: the correction is scaled by the step size β before it is written.")
 TRANSPOSED_READ = N_("you read S k instead of Sᵀ k: the state is (Dk, Dv), so what it holds for the key k is Sᵀk "
                      "(k @ S, or S.T @ k), one number per value dimension.")
-OUTER_SWAPPED = N_("your outer product is the wrong way round: the write is k δᵀ, (Dk, 1) times (1, Dv), a key row "
-                   "per key dimension; you wrote δ kᵀ.")
+OUTER_SWAPPED = N_("your outer product is the wrong way round: the write is k δᵀ, (Dk, 1) times (1, Dv), one row per "
+                   "key dimension, each a multiple of δ; you wrote δ kᵀ.")
 
 
 def _step_cases():

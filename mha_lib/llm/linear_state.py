@@ -194,7 +194,7 @@ DELTA_STEPS = ((0, (1.0, 0.0, 0.0, 0.0)), (1, (0.0, 1.0, 0.0, 0.0)), (2, (0.0, 0
 
 
 def _stepper_keys() -> Tensor:
-    """Four unit keys of width 4 that overlap a little (k_i · k_j = 0.2 … 0.4 for i ≠ j): not orthogonal, as real
+    """Four unit keys of width 4 that overlap a little (k_i · k_j = 0.15 … 0.34 for i ≠ j): not orthogonal, as real
     keys are not."""
     g = torch.Generator().manual_seed(16)
     keys = torch.eye(4, dtype=torch.float64) + 0.25 * torch.rand(4, 4, generator=g, dtype=torch.float64)
