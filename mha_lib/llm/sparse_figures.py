@@ -36,7 +36,7 @@ import torch
 
 from ..display.controls import int_slider
 from ..display.plotting import LABEL_PT, SUPTITLE_PT, TITLE_PT
-from ..language import N_, gettext as _
+from ..language import gettext as _, pgettext
 from ..validation import check_int, check_positive_int, check_tensor
 from .rotary import AUTO_DISPLAY, _figure, under_test
 
@@ -296,7 +296,12 @@ def selection_widget(k: int = 4, *, T: int = 16):
 # ----------------------------------------------------------------------------- 4. masked vs gathered, measured
 
 PATHS = ("dense", "masked", "gathered")
-PATH_LABELS = {"dense": N_("dense"), "masked": N_("masked"), "gathered": N_("gathered")}
+
+
+def _path_label(path: str) -> str:
+    """A path's name in the student's language ("masked" alone is also a stage of chapter 4's explorer)."""
+    return {"dense": pgettext("attention path", "dense"), "masked": pgettext("attention path", "masked"),
+            "gathered": pgettext("attention path", "gathered")}[path]
 #: the measured layer: chapter 14's small widths (GUIDE §13), an indexer of 4 heads of 16
 MEASURED = dict(d_model=32, num_heads=4, kv_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=8, v_head_dim=8,
                 q_lora_rank=16, index_heads=4, index_head_dim=16)
@@ -380,8 +385,8 @@ def paths_rows(result: dict) -> list[list[str]]:
 
 def paths_header(result: dict) -> list[str]:
     paths = [p for p in PATHS if any(q["path"] == p for q in result["points"])]
-    return ["T", _("one T × S, MiB")] + [_("{path}, MiB").format(path=_(PATH_LABELS[p])) for p in paths] + \
-        [_("{path}, ms").format(path=_(PATH_LABELS[p])) for p in paths]
+    return ["T", _("one T × S, MiB")] + [_("{path}, MiB").format(path=_path_label(p)) for p in paths] + \
+        [_("{path}, ms").format(path=_path_label(p)) for p in paths]
 
 
 def paths_figure(result: dict):
@@ -396,8 +401,8 @@ def paths_figure(result: dict):
             continue
         style, colour = PATH_STYLES[path]
         xs = [p["T"] for p in points]
-        memory.plot(xs, [max(p["peak_mb"], 0.1) for p in points], style, color=colour, label=_(PATH_LABELS[path]))
-        seconds.plot(xs, [1000 * p["seconds"] for p in points], style, color=colour, label=_(PATH_LABELS[path]))
+        memory.plot(xs, [max(p["peak_mb"], 0.1) for p in points], style, color=colour, label=_path_label(path))
+        seconds.plot(xs, [1000 * p["seconds"] for p in points], style, color=colour, label=_path_label(path))
     memory.plot(lengths, [T * T * 4 / 2**20 for T in lengths], ":", color="0.5", label=_("one float32 T × S"))
     for ax, label in ((memory, _("peak memory growth (MiB)")), (seconds, _("milliseconds"))):
         ax.set_xscale("log", base=2)
