@@ -77,10 +77,10 @@ def _as_keep(answer, shape) -> Tensor | str:
     if not isinstance(answer, torch.Tensor):
         return _(WRONG_SHAPE).format(expected=tuple(shape), got=type(answer).__name__)
     if tuple(answer.shape) != tuple(shape):
-        return _(WRONG_SHAPE).format(expected=tuple(shape), got=f"shape {tuple(answer.shape)}")
+        return _(WRONG_SHAPE).format(expected=tuple(shape), got=str(tuple(answer.shape)))
     if answer.dtype != torch.bool:
         if answer.is_floating_point() or not bool(((answer == 0) | (answer == 1)).all()):
-            return _(WRONG_SHAPE).format(expected=tuple(shape), got=f"dtype {answer.dtype}")
+            return _(WRONG_SHAPE).format(expected=tuple(shape), got=str(answer.dtype))
         answer = answer.bool()
     return answer.detach().cpu()
 
