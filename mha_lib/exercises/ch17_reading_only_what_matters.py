@@ -27,6 +27,9 @@ WRONG_AXIS = N_("you took the top k over the wrong axis (dim=0, the queries): ea
                 "(columns), so the top k runs along the keys, dim=-1.")
 FUTURE_KEYS = N_("a query selected keys from its future: mask the scores of the keys after the query's position "
                  "with -inf before the top k, and drop what a query that sees fewer than k keys picks among them.")
+MASK_AFTER_TOPK = N_("you took the top k before masking the future: future keys used up some of the k slots, so a "
+                     "query reads fewer of the keys it may see than it should. Mask the future with -inf first, then "
+                     "take the top k.")
 TOP_LEFT = N_("your causal mask is aligned top-left: with a cache the T queries are the LAST T positions of the S "
               "keys, so query i sits at position S - T + i and sees keys 0 .. S - T + i (bottom-right, chapters 12 "
               "and 14).")
@@ -68,6 +71,7 @@ def _select_mistakes(scores: Tensor, k: int) -> dict:
     return {
         WRONG_AXIS: _keep_from(scores, k, visible, dim=0) & visible,
         FUTURE_KEYS: _keep_from(scores, k, torch.ones(T, S, dtype=torch.bool)),
+        MASK_AFTER_TOPK: _keep_from(scores, k, torch.ones(T, S, dtype=torch.bool)) & visible,
         TOP_LEFT: _keep_from(scores, k, top_left) & top_left,
         SMALLEST: _keep_from(scores, k, visible, largest=False) & visible,
     }

@@ -50,14 +50,19 @@ PATH_STYLES = {"dense": ("--o", DENSE_COLOUR), "masked": ("-s", INDEXER_COLOUR),
 # ----------------------------------------------------------------------------- 1. most keys get almost nothing
 
 
-def topk_mass(weights, ks, first_query: int = 0) -> Tensor:
+def topk_mass(weights, ks, first_query: int = 0, *, shared: bool = False) -> Tensor:
     """``weights`` ``(L, H, T, S)`` causal attention weights (rows sum to 1): for each layer, the share of a query's
     weight held by its ``k`` largest weights, averaged over the heads and the queries ``first_query ..``;
-    ``(L, len(ks))``."""
+    ``(L, len(ks))``. By default each head picks its own k keys (an upper bound: a per-head oracle).
+    ``shared=True`` picks ONE set of k keys per query for all of a layer's heads, as DeepSeek's sparse attention
+    does: the keys with the largest weight summed over the heads."""
     weights = check_tensor("weights", torch.as_tensor(weights), ndim=4, layout="(L, H, T, S)").float()
     ks = [check_positive_int("k", k) for k in ks]
     first_query = check_int("first_query", first_query, low=0, high=weights.shape[2] - 1)
-    held = weights[:, :, first_query:].sort(dim=-1, descending=True).values.cumsum(dim=-1)  # (L, H, Tq, S)
+    weights = weights[:, :, first_query:]
+    if shared:  # the heads' mean weight per key: its k largest are the shared set's mean share
+        weights = weights.mean(dim=1, keepdim=True)
+    held = weights.sort(dim=-1, descending=True).values.cumsum(dim=-1)  # (L, H or 1, Tq, S)
     S = weights.shape[-1]
     return torch.stack([held[..., min(k, S) - 1].mean(dim=(1, 2)) for k in ks], dim=1)
 

@@ -55,6 +55,12 @@ def no_causal_mask(scores, k):
     return torch.zeros_like(scores, dtype=torch.bool).scatter_(-1, top, True)
 
 
+def topk_then_drop_future(scores, k):  # cell 14's first slip: the top k of the raw scores, the future dropped after
+    T, S = scores.shape
+    top = scores.topk(min(k, S), dim=-1).indices
+    return torch.zeros(T, S, dtype=torch.bool).scatter_(-1, top, True) & ~_future(T, S)
+
+
 def top_left(scores, k):
     T, S = scores.shape
     future = torch.ones(T, S, dtype=torch.bool).triu(1)
@@ -77,6 +83,7 @@ def one_too_few(scores, k):
 WRONG_SELECT = {
     "top k over the wrong axis": wrong_axis,
     "selected keys from its future": no_causal_mask,
+    "top k before masking the future": topk_then_drop_future,
     "aligned top-left": top_left,
     "the k lowest scores": smallest,
 }

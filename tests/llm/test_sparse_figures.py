@@ -27,6 +27,16 @@ def test_topk_mass_of_one_hot_and_uniform_rows():
         sf.topk_mass(uniform, [0])
 
 
+def test_topk_mass_shared_picks_one_set_for_all_heads():
+    weights = torch.zeros(1, 2, 1, 4)
+    weights[0, 0, 0] = torch.tensor([0.6, 0.4, 0.0, 0.0])  # head 0 wants key 0, head 1 key 3
+    weights[0, 1, 0] = torch.tensor([0.0, 0.3, 0.0, 0.7])
+    assert torch.allclose(sf.topk_mass(weights, [1, 2]), torch.tensor([[0.65, 1.0]]))
+    assert torch.allclose(sf.topk_mass(weights, [1, 2], shared=True), torch.tensor([[0.35, 0.7]]))
+    random = torch.softmax(torch.randn(3, 4, 6, 6), -1)
+    assert (sf.topk_mass(random, [1, 2, 3], shared=True) <= sf.topk_mass(random, [1, 2, 3]) + 1e-6).all()
+
+
 def test_mass_figure_is_readable():
     mass = sf.topk_mass(torch.softmax(torch.randn(3, 2, 8, 8), -1), [1, 2, 4, 8])
     _readable(sf.mass_figure(mass, [1, 2, 4, 8], visible=8))
