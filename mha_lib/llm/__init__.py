@@ -1,4 +1,4 @@
-"""Today's decoders (chapters 12 to 16): the pictures, widgets and reference models around the core's grouped-query
+"""Today's decoders (chapters 12 to 17): the pictures, widgets and reference models around the core's grouped-query
 attention, KV cache, rotary positions, sliding windows, tiled attention and latent attention (those live in the
 core: ``modules.MultiHeadAttention``, ``cache.KVCache``, ``positions``, ``masks``, ``functional.flash_attention``,
 ``latent.MultiHeadLatentAttention``).
@@ -20,6 +20,9 @@ core: ``modules.MultiHeadAttention``, ``cache.KVCache``, ``positions``, ``masks`
     linear_state.py  chapter 16: linear attention's implicit weights, the state filling up, the delta rule
                  stepped, chunked and recurrent forms (picture, timing), hybrids' memory, a tiny transformers
                  Qwen3NextGatedDeltaNet, and chapter 11's model trained with four mixers (the recall race)
+    sparse_figures.py  chapter 17: how much weight the top k keys hold (SmolLM2), the lightning indexer's cost,
+                 which keys each query reads (figure and widget), masked vs gathered measured in fresh
+                 processes, a tiny transformers DeepseekV32Attention
 
 Imported on use: ``import mha_lib`` never loads transformers or matplotlib.
 """
