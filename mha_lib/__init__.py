@@ -3,8 +3,8 @@
 The package is a small core — the attention the chapters teach — and a wing for each job around it. The core
 imports no wing; a wing imports the core and the wings listed below it, never one above it.
 
-    exercises/     the chapters' checkers (chapters 1-16)
-    llm/           chapters 12-16: today's decoders (GQA, the KV cache, RoPE, windows, tiles, MLA): figures,
+    exercises/     the chapters' checkers (chapters 1-17)
+    llm/           chapters 12-17: today's decoders (GQA, the KV cache, RoPE, windows, tiles, MLA): figures,
                    widgets, Llama, DeepSeek-V3 and 2025-26's families built offline
     trained/       chapter 10: a real trained encoder, its head roles, explorer and figures
     induction/     chapter 11: a tiny model that learns induction heads on the CPU
