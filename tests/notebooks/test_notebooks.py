@@ -99,6 +99,32 @@ def test_no_cell_ends_with_a_semicolon(notebook):
         assert not cell.source.rstrip().endswith(";"), f"{path.name}: cell ends with ';':\n{cell.source}"
 
 
+def _literal_bold_markers(markdown: str) -> list[str]:
+    """The ``**`` that CommonMark leaves as text in ``markdown``, each with a little context. Math is replaced as
+    JupyterLab does before it parses (``@@0@@``), code spans stay as they are; what is left inside ``<code>`` is
+    ignored (inline or fenced)."""
+    from markdown_it import MarkdownIt
+
+    text = re.sub(r"\$\$.*?\$\$|\$[^$\n]*\$", "@@0@@", markdown, flags=re.S)
+    html = re.sub(r"<code[^>]*>.*?</code>", "", MarkdownIt("commonmark").render(text), flags=re.S)
+    return [html[max(0, m.start() - 20):m.end() + 20] for m in re.finditer(r"\*\*", html)]
+
+
+def test_bold_renders_in_every_markdown_cell(notebook):
+    # CommonMark's flanking rules: a closing ** after a full-width "。" or "：" closes only before a space or a
+    # punctuation mark, so "**预测一下，再运行。**当" shows its asterisks in JupyterLab; the twins write "。** 当"
+    path, nb = notebook
+    literal = {i: found for i, cell in enumerate(nb.cells) if cell.cell_type == "markdown"
+               for found in [_literal_bold_markers(cell.source)] if found}
+    assert not literal, f"{_id(path)}: ** shown as text (cell: context): {literal}"
+
+
+def test_of_the_test_a_closing_bold_after_full_width_punctuation_is_caught():
+    assert _literal_bold_markers("**预测一下，再运行。**当 $g = 16$ 时")
+    assert not _literal_bold_markers("**预测一下，再运行。** 当 $g = 16$ 时")
+    assert not _literal_bold_markers("**部分 RoPE。**`rope_fraction=f` 只旋转; **$x$ 形式。**$y$")
+
+
 def test_widget_cells_are_ignored_by_nbval(notebook):
     # widget outputs hold model ids that change every run; the static figure next to them is what is checked
     path, nb = notebook
