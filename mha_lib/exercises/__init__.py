@@ -157,6 +157,44 @@ def as_count(answer: Any) -> int | float | None:
     return int(value) if math.isfinite(value) and value.is_integer() else value
 
 
+# the messages of every checker whose answer is a count (parameters, bytes, positions)
+NOT_A_NUMBER = N_("expected a number (an int), got {kind}.")
+NOT_WHOLE_BYTES = N_("your function returned {value}: a number of bytes is a finite whole number.")
+
+
+def count_answers(exercise: str, student_fn: Callable[..., Any], cases, *,
+                  not_whole: str = NOT_WHOLE_BYTES) -> "list[int] | Feedback":
+    """The student's counts for each argument tuple in ``cases``, as exact ints, or the Feedback that ends the
+    check: the function's own failure (``attempt``), an answer that is not a number, or one that is not whole
+    (``not_whole``, formatted with ``value``)."""
+    answers = []
+    for args in cases:
+        answer = attempt(exercise, student_fn, *args)
+        if isinstance(answer, Feedback):
+            return answer
+        value = as_count(answer)
+        if value is None:
+            return failed(exercise, _(NOT_A_NUMBER).format(kind=type(answer).__name__))
+        if isinstance(value, float):
+            return failed(exercise, _(not_whole).format(value=answer))
+        answers.append(value)
+    return answers
+
+
+def named_mistake(answers: list, expected: list, tables: "list[Mapping[str, Any]]") -> str | None:
+    """The one mistake (a key of ``tables[i]``, which maps each message to what that mistake gives on case i)
+    that explains every wrong answer, or None when none or several do. A case the student got right may coincide
+    with the mistake; a message that two slips share is not named, since the checker cannot tell which it was."""
+    wrong = [i for i, (value, right) in enumerate(zip(answers, expected)) if value != right]
+    named = [message for message in tables[0] if all(answers[i] == tables[i][message] for i in wrong)]
+    return named[0] if wrong and len(named) == 1 else None
+
+
+def shown_count(value: int) -> str:
+    """A student's count as the feedback quotes it: with thousands separators, or its length if it is huge."""
+    return _("a number of {digits} digits").format(digits=len(str(value))) if len(str(value)) > 30 else f"{value:,}"
+
+
 def _describe(value: Any) -> str:
     text = repr(value)
     return f"{type(value).__name__} {text[:40] + '...' if len(text) > 43 else text}"
@@ -329,4 +367,5 @@ def refuse(exercise: str, answer: Any, expected: torch.Tensor) -> Feedback | Non
     return failed(exercise, problem) if problem else None
 
 
-__all__ = ["Feedback", "as_count", "attempt", "compare", "failed", "passed", "refuse"]
+__all__ = ["Feedback", "NOT_A_NUMBER", "NOT_WHOLE_BYTES", "as_count", "attempt", "compare", "count_answers", "failed",
+           "named_mistake", "passed", "refuse", "shown_count"]

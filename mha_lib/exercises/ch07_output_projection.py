@@ -19,7 +19,7 @@ import torch
 from ..functional import merge_heads
 from ..sizes import attention_parameter_count
 from ..language import N_, gettext as _
-from . import Feedback, as_count, attempt, compare, failed, passed
+from . import NOT_A_NUMBER, Feedback, as_count, attempt, compare, failed, passed
 
 Tensor = torch.Tensor
 
@@ -54,7 +54,6 @@ SEED_002_TIMES_175 = N_("that is the GPT-2-sized walkthrough's formula: 4·768 i
                          "not to an attention layer. Count the four D × D matrices, then the biases. (And 175 is not a "
                          "number of layers: GPT-3 has 96 blocks; 175 is its size in billions of parameters.)")
 FOUR_VECTORS = N_("you counted four vectors of length D (4·D): each projection is a D × D matrix, 4·D² in all.")
-NOT_A_NUMBER = N_("expected a number (an int), got {kind}.")
 NOT_FINITE = N_("your function returned {value}: a parameter count is a finite whole number.")
 NOT_WHOLE = N_("your function returned {value}, which is not a whole number: a count of parameters has no fraction.")
 

@@ -24,9 +24,8 @@ from ..functional import expand_kv_heads
 from ..language import N_, gettext as _
 from ..masks import causal_mask_at
 from ..sizes import DECODER_CONFIGS, DecoderAttention, kv_cache_bytes
-from . import Feedback, as_count, attempt, compare, failed, passed, refuse
+from . import NOT_A_NUMBER, NOT_WHOLE_BYTES, Feedback, as_count, attempt, compare, failed, named_mistake, passed, refuse
 
-NOT_A_NUMBER = N_("expected a number (an int), got {kind}.")  # the same message as chapter 7's count
 
 Tensor = torch.Tensor
 
@@ -163,7 +162,6 @@ def _watch_kv_cache_bytes(student_fn, called: list[str]):
     return run
 
 
-NOT_WHOLE_BYTES = N_("your function returned {value}: a number of bytes is a finite whole number.")
 
 
 def check_cache_bytes(student_fn: Callable[[DecoderAttention, int, int], int]) -> Feedback:
@@ -195,11 +193,9 @@ def check_cache_bytes(student_fn: Callable[[DecoderAttention, int, int], int]) -
                                "heads for 32 query heads, a quarter of that per token; Mistral-7B stops growing at its "
                                "4,096-token window."))
     tables = [_cache_mistakes(*case) for case in cases]
-    # a mistake is named only when it explains every wrong answer (the right ones may coincide with it), and
-    # only when no other mistake explains them too
-    named = [message for message in tables[0] if all(answers[i] == tables[i][message] for i in wrong)]
-    if len(named) == 1:
-        return failed(name, named[0])
+    mistake = named_mistake(answers, expected, tables)
+    if mistake:
+        return failed(name, mistake)
     i = wrong[0]
     config, tokens, b = cases[i]
     value = answers[i]

@@ -18,7 +18,7 @@ import torch
 from ..language import N_, gettext as _
 from ..masks import causal_mask, sliding_window_mask
 from ..positions import apply_rope, apply_rope_interleaved, rope_frequencies, rotate_half
-from . import Feedback, as_count, attempt, compare, failed, passed, refuse
+from . import NOT_A_NUMBER, Feedback, as_count, attempt, compare, failed, passed, refuse
 
 Tensor = torch.Tensor
 
@@ -74,7 +74,6 @@ REACH_PAPER_WINDOW = N_("you counted the window as the Mistral 7B paper does, i 
                         "query's own, so each layer reaches W - 1 further back: L·(W - 1) + 1.")
 REACH_ONE_LAYER = N_("you answered for one layer (W positions): every layer adds W - 1 positions further back, "
                      "L·(W - 1) + 1 in all.")
-REACH_NOT_A_NUMBER = N_("expected a number (an int), got {kind}.")
 REACH_NOT_WHOLE = N_("your function returned {value}: a number of positions is a finite whole number.")
 
 ROPE_CASES = (  # (leading shape, T, Dh, first position, theta)
@@ -210,7 +209,7 @@ def check_reach(student_fn: Callable[[int, int], int]) -> Feedback:
             return answer
         value = _as_count(answer)
         if value is None:
-            return failed(name, _(REACH_NOT_A_NUMBER).format(kind=type(answer).__name__))
+            return failed(name, _(NOT_A_NUMBER).format(kind=type(answer).__name__))
         if isinstance(value, str):
             return failed(name, _("for layers = {layers}, window = {window}: {message}").format(
                 layers=L, window=W, message=value))

@@ -21,7 +21,7 @@ import torch
 from ..language import N_, gettext as _
 from ..linear import delta_rule
 from ..sizes import LinearAttentionSizes
-from . import Feedback, as_count, attempt, compare, failed, passed
+from . import Feedback, attempt, compare, count_answers, failed, named_mistake, passed, shown_count
 
 Tensor = torch.Tensor
 
@@ -117,8 +117,6 @@ TWO_STATES = N_("you counted two matrices per head, as a KV cache keeps K and V:
 SQUARE_STATE = N_("your state is not Dk × Dv: a head's state maps a key (linear_key_head_dim numbers) to a value "
                   "(linear_value_head_dim numbers).")
 BITS = N_("you counted bits: multiply by bytes_per_element, not by 8 × bytes_per_element.")
-NOT_A_NUMBER = N_("expected a number (an int), got {kind}.")
-NOT_WHOLE_BYTES = N_("your function returned {value}: a number of bytes is a finite whole number.")
 
 
 def hybrid_config(layer_types, num_key_heads, num_value_heads, key_head_dim, value_head_dim):
@@ -162,36 +160,23 @@ def check_state_bytes(student_fn) -> Feedback:
     ``tokens`` is."""
     name = "state_bytes"
     cases = [_state_case(c) for c in STATE_CASES]
-    expected = [_state_expected(config, b) for config, _t, b in cases]
-    answers = []
-    for config, tokens, b in cases:
-        answer = attempt(name, student_fn, config, tokens, b)
-        if isinstance(answer, Feedback):
-            return answer
-        value = as_count(answer)
-        if value is None:
-            return failed(name, _(NOT_A_NUMBER).format(kind=type(answer).__name__))
-        if isinstance(value, float):
-            return failed(name, _(NOT_WHOLE_BYTES).format(value=answer))
-        answers.append(value)
-    wrong = [i for i, (value, right) in enumerate(zip(answers, expected)) if value != right]
-    if not wrong:
+    expected = [_state_expected(config, b) for config, _t, b in cases]  # before any call
+    answers = count_answers(name, student_fn, cases)
+    if isinstance(answers, Feedback):
+        return answers
+    if answers == expected:
         return passed(name, N_("correct: Qwen3-Next's pattern keeps the same state bytes at 32,768 tokens as at one "
                                "token; only its full-attention layers' KV cache grows."))
-    tables = [_state_mistakes(*case) for case in cases]
-    # named only when it explains every wrong answer, and no other mistake explains them too
-    named = [message for message in tables[0] if all(answers[i] == tables[i][message] for i in wrong)
-             and all(tables[i][message] != expected[i] for i in wrong)]
-    if len(named) == 1:
-        return failed(name, named[0])
-    i = wrong[0]
+    mistake = named_mistake(answers, expected, [_state_mistakes(*case) for case in cases])
+    if mistake:
+        return failed(name, mistake)
+    i = next(i for i, (value, right) in enumerate(zip(answers, expected)) if value != right)
     config, tokens, b = cases[i]
-    shown = answers[i]
-    shown = _("a number of {digits} digits").format(digits=len(str(shown))) if len(str(shown)) > 30 else f"{shown:,}"
     return failed(name, _("for layer_types {kinds}, {Hv} value heads, Dk = {Dk}, Dv = {Dv}, tokens={tokens}, "
                           "bytes_per_element={b} you returned {shown}, expected {expected}.").format(
         kinds=config.layer_types, Hv=config.linear_num_value_heads, Dk=config.linear_key_head_dim,
-        Dv=config.linear_value_head_dim, tokens=tokens, b=b, shown=shown, expected=f"{expected[i]:,}"))
+        Dv=config.linear_value_head_dim, tokens=tokens, b=b, shown=shown_count(answers[i]),
+        expected=f"{expected[i]:,}"))
 
 
 # --- 16.3 form_for -----------------------------------------------------------------------------------------------

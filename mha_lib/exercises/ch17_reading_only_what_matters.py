@@ -18,7 +18,7 @@ import torch
 
 from ..language import N_, gettext as _
 from ..sizes import kv_cache_bytes
-from . import Feedback, as_count, attempt, failed, passed
+from . import Feedback, attempt, count_answers, failed, named_mistake, passed, shown_count
 
 Tensor = torch.Tensor
 
@@ -137,8 +137,6 @@ NO_ROPE = N_("you left out the rotary key: MLA caches qk_rope_head_dim numbers p
 PER_HEAD = N_("you multiplied by the attention heads: MLA's latent, rotary key and indexer key are shared by every "
               "head, one of each per token and layer.")
 BITS = N_("you counted bits: multiply by bytes_per_element, not by 8 × bytes_per_element.")
-NOT_A_NUMBER = N_("expected a number (an int), got {kind}.")
-NOT_WHOLE_BYTES = N_("your function returned {value}: a number of bytes is a finite whole number.")
 
 
 def v32_config(layers, heads, kv_lora_rank, rope_dim, index_heads, index_head_dim, index_topk):
@@ -175,36 +173,22 @@ def check_sparse_cache_bytes(student_fn) -> Feedback:
     tokens × bytes_per_element``."""
     name = "sparse_cache_bytes"
     cases = [(v32_config(*fields), tokens, b) for fields, tokens, b in CACHE_CASES]
-    expected = [_cache_expected(*case) for case in cases]
-    answers = []
-    for config, tokens, b in cases:
-        answer = attempt(name, student_fn, config, tokens, b)
-        if isinstance(answer, Feedback):
-            return answer
-        value = as_count(answer)
-        if value is None:
-            return failed(name, _(NOT_A_NUMBER).format(kind=type(answer).__name__))
-        if isinstance(value, float):
-            return failed(name, _(NOT_WHOLE_BYTES).format(value=answer))
-        answers.append(value)
-    wrong = [i for i, (value, right) in enumerate(zip(answers, expected)) if value != right]
-    if not wrong:
+    expected = [_cache_expected(*case) for case in cases]  # before any call
+    answers = count_answers(name, student_fn, cases)
+    if isinstance(answers, Feedback):
+        return answers
+    if answers == expected:
         return passed(name, N_("correct: DeepSeek-V3.2 keeps 704 numbers per token and layer, 576 for the latent "
                                "attention and 128 for the indexer's key, whatever index_topk is."))
-    tables = [_cache_mistakes(*case) for case in cases]
-    # named only when it explains every wrong answer, and no other mistake explains them too
-    named = [message for message in tables[0] if all(answers[i] == tables[i][message] for i in wrong)
-             and all(tables[i][message] != expected[i] for i in wrong)]
-    if len(named) == 1:
-        return failed(name, _(named[0]))
-    i = wrong[0]
+    mistake = named_mistake(answers, expected, [_cache_mistakes(*case) for case in cases])
+    if mistake:
+        return failed(name, _(mistake))
+    i = next(i for i, (value, right) in enumerate(zip(answers, expected)) if value != right)
     config, tokens, b = cases[i]
-    shown = answers[i]
-    shown = _("a number of {digits} digits").format(digits=len(str(shown))) if len(str(shown)) > 30 else f"{shown:,}"
     return failed(name, _("for {L} layers, kv_lora_rank = {r}, qk_rope_head_dim = {dr}, index_head_dim = {di}, "
                           "tokens={tokens}, bytes_per_element={b} you returned {shown}, expected {expected}.").format(
         L=config.num_hidden_layers, r=config.kv_lora_rank, dr=config.qk_rope_head_dim, di=config.index_head_dim,
-        tokens=tokens, b=b, shown=shown, expected=f"{expected[i]:,}"))
+        tokens=tokens, b=b, shown=shown_count(answers[i]), expected=f"{expected[i]:,}"))
 
 
 __all__ = ["check_select_keys", "check_sparse_cache_bytes", "v32_config"]

@@ -467,21 +467,28 @@ def generation_memory(lengths=(1024, 2048, 4096), *, d_model: int = 64, num_head
 # ------------------------------------------------------------------------------------------ proved real
 
 
-def tiny_qwen3_next_deltanet(seed: int = 0, *, grouped: bool = False):
+def tiny_qwen3_next_deltanet(seed: int = 0, *, grouped: bool = False, config=None):
     """A tiny transformers ``Qwen3NextGatedDeltaNet`` built offline with random weights (its torch fallbacks run: no
-    fla or causal_conv1d), with ``num_value_heads = 2 × num_key_heads`` when ``grouped``. The norm's weight, dt_bias
-    and A are drawn away from their defaults (weight 1 and dt_bias 1 hide bugs), A in (0.01, 1).
+    fla or causal_conv1d), with ``num_value_heads = 2 × num_key_heads`` when ``grouped``; or built from ``config``,
+    a ``Qwen3NextConfig`` of your own (the tests draw them), instead. The norm's weight, dt_bias and A are drawn
+    away from their defaults (weight 1 and dt_bias 1 hide bugs), A in (0.01, 1).
     Returns ``(module, config)``. Loads transformers (seconds)."""
     from transformers import Qwen3NextConfig
     from transformers.models.qwen3_next.modeling_qwen3_next import Qwen3NextGatedDeltaNet
     from transformers.utils import logging
 
     logging.set_verbosity_error()  # one "falling back to the PyTorch implementation" notice per kernel
-    Hk = 2
-    config = Qwen3NextConfig(hidden_size=32, num_hidden_layers=1, layer_types=["linear_attention"],
-                             linear_num_key_heads=Hk, linear_num_value_heads=2 * Hk if grouped else Hk,
-                             linear_key_head_dim=8, linear_value_head_dim=8, linear_conv_kernel_dim=4,
-                             num_attention_heads=2, num_key_value_heads=1, head_dim=8)
+    if config is None:
+        Hk = 2
+        config = Qwen3NextConfig(hidden_size=32, num_hidden_layers=1, layer_types=["linear_attention"],
+                                 linear_num_key_heads=Hk, linear_num_value_heads=2 * Hk if grouped else Hk,
+                                 linear_key_head_dim=8, linear_value_head_dim=8, linear_conv_kernel_dim=4,
+                                 num_attention_heads=2, num_key_value_heads=1, head_dim=8)
+    elif grouped:
+        raise ValueError("grouped: a config of your own sets the heads itself (linear_num_value_heads); got "
+                         "grouped=True with config=, expected one of the two")
+    elif not isinstance(config, Qwen3NextConfig):
+        raise TypeError(f"config: expected a transformers Qwen3NextConfig, got {type(config).__name__}")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(check_int("seed", seed, low=0))
         module = Qwen3NextGatedDeltaNet(config, 0)

@@ -426,17 +426,21 @@ def paths_figure(result: dict):
 # ------------------------------------------------------------------------------------------------ proved real
 
 
-def tiny_deepseek_v32(seed: int = 0, *, index_topk: int = 5):
+def tiny_deepseek_v32(seed: int = 0, *, index_topk: int = 5, config=None):
     """A tiny transformers ``DeepseekV32Attention`` (GUIDE §13's sizes: D = 64, 4 heads, an indexer of 8 heads of
-    16) built offline with random weights from ``seed``, eager attention (left at None, transformers silently drops
-    the top-k), the norms drawn away from 1 and the indexer's LayerNorm bias away from 0. Returns
+    16), or one built from ``config``, a ``DeepseekV32Config`` of your own (the tests draw them; ``index_topk`` is
+    then the config's), with random weights from ``seed``, eager attention (left at None, transformers silently
+    drops the top-k), the norms drawn away from 1 and the indexer's LayerNorm bias away from 0. Returns
     ``(module, config)``. Loads transformers (seconds)."""
     from transformers.models.deepseek_v32 import modeling_deepseek_v32 as v32
 
-    config = v32.DeepseekV32Config(hidden_size=64, num_attention_heads=4, num_key_value_heads=4, q_lora_rank=32,
-                                   kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=12, v_head_dim=10,
-                                   index_topk=check_positive_int("index_topk", index_topk), index_n_heads=8,
-                                   index_head_dim=16, max_position_embeddings=256)
+    if config is None:
+        config = v32.DeepseekV32Config(hidden_size=64, num_attention_heads=4, num_key_value_heads=4, q_lora_rank=32,
+                                       kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=12, v_head_dim=10,
+                                       index_topk=check_positive_int("index_topk", index_topk), index_n_heads=8,
+                                       index_head_dim=16, max_position_embeddings=256)
+    elif not isinstance(config, v32.DeepseekV32Config):
+        raise TypeError(f"config: expected a transformers DeepseekV32Config, got {type(config).__name__}")
     config._attn_implementation = "eager"
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(check_int("seed", seed, low=0))

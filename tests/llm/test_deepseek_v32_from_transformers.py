@@ -25,6 +25,8 @@ from mha_lib import KVCache, MultiHeadLatentAttention, YaRN
 pytest.importorskip("transformers")
 from transformers.models.deepseek_v32 import modeling_deepseek_v32 as v32  # noqa: E402
 
+from mha_lib.llm.sparse_figures import tiny_deepseek_v32  # noqa: E402
+
 YARNS = [None, YaRN(4.0, 32), YaRN(40.0, 16, mscale=1.0, mscale_all_dim=1.0)]
 
 
@@ -53,15 +55,7 @@ def tiny_v32(*, hidden_size=32, num_heads=4, q_lora_rank=12, kv_lora_rank=8, qk_
         qk_rope_head_dim=qk_rope_head_dim, v_head_dim=v_head_dim, attention_bias=attention_bias,
         index_topk=index_topk, index_n_heads=index_heads, index_head_dim=index_head_dim, max_position_embeddings=64,
         rope_parameters=rope)
-    config._attn_implementation = "eager"
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        module = v32.DeepseekV32Attention(config, layer_idx=0)
-        with torch.no_grad():
-            for norm in (module.q_a_layernorm, module.kv_a_layernorm, module.indexer.k_norm):
-                norm.weight.uniform_(0.5, 1.5)
-            module.indexer.k_norm.bias.uniform_(-0.5, 0.5)
-    return module.eval(), config
+    return tiny_deepseek_v32(seed, config=config)  # eager, the weights drawn as the chapter draws them
 
 
 def reference(module, config, x):

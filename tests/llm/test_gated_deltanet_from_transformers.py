@@ -27,6 +27,8 @@ from transformers import DynamicCache, Qwen3NextConfig  # noqa: E402
 from transformers.models.qwen3_next.modeling_qwen3_next import Qwen3NextGatedDeltaNet  # noqa: E402
 from transformers.utils import logging  # noqa: E402
 
+from mha_lib.llm.linear_state import tiny_qwen3_next_deltanet  # noqa: E402
+
 logging.set_verbosity_error()  # one "falling back to the PyTorch implementation" warning per kernel
 
 
@@ -39,14 +41,7 @@ def tiny(seed: int, grouped: bool):
                              linear_key_head_dim=rng.choice([4, 8]), linear_value_head_dim=rng.choice([4, 6]),
                              linear_conv_kernel_dim=rng.choice([2, 4]), rms_norm_eps=rng.choice([1e-6, 1e-5]),
                              num_attention_heads=2, num_key_value_heads=1, head_dim=8)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        module = Qwen3NextGatedDeltaNet(config, 0)
-        with torch.no_grad():
-            module.norm.weight.uniform_(0.5, 1.5)
-            module.dt_bias.uniform_(-1.0, 1.0)
-            module.A_log.copy_(torch.empty_like(module.A_log).uniform_(0.01, 1.0).log())
-    return module.eval(), config
+    return tiny_qwen3_next_deltanet(seed, config=config)  # the weights drawn as the chapter draws them
 
 
 def bound(expected: torch.Tensor) -> float:

@@ -126,3 +126,14 @@ def test_tiny_qwen3_next_deltanet_is_reproduced():
     with torch.no_grad():
         expected = module(x)
         assert (layer(x) - expected).abs().max() <= 1e-5 * expected.abs().max()
+
+
+def test_tiny_qwen3_next_deltanet_takes_a_config_and_names_what_it_refuses():
+    pytest.importorskip("transformers")
+    _module, config = ls.tiny_qwen3_next_deltanet(0, grouped=True)
+    module, same = ls.tiny_qwen3_next_deltanet(3, config=config)
+    assert same is config and module.num_v_heads == 2 * module.num_k_heads
+    with pytest.raises(ValueError, match=r"grouped: .*got grouped=True with config="):
+        ls.tiny_qwen3_next_deltanet(0, grouped=True, config=config)
+    with pytest.raises(TypeError, match="config: expected a transformers Qwen3NextConfig, got dict"):
+        ls.tiny_qwen3_next_deltanet(0, config={})

@@ -120,6 +120,16 @@ def test_the_tiny_deepseek_v32_is_reproduced_with_its_indices():
         assert set(picked[0, t][picked[0, t] >= 0].tolist()) == set(indices[0, t][indices[0, t] <= t].tolist())
 
 
+def test_tiny_deepseek_v32_takes_a_config_and_names_what_it_refuses():
+    pytest.importorskip("transformers")
+    _module, config = sf.tiny_deepseek_v32(seed=0, index_topk=3)
+    module, same = sf.tiny_deepseek_v32(seed=2, config=config)
+    assert same is config and module.indexer.index_topk == 3 and config._attn_implementation == "eager"
+    with pytest.raises(TypeError, match="config: expected a transformers DeepseekV32Config, got SimpleNamespace"):
+        from types import SimpleNamespace
+        sf.tiny_deepseek_v32(config=SimpleNamespace())
+
+
 def test_v4_cache_numbers_from_a_config():
     from types import SimpleNamespace
 
