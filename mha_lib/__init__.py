@@ -10,7 +10,7 @@ imports no wing; a wing imports the core and the wings listed below it, never on
     induction/     chapter 11: a tiny model that learns induction heads on the CPU
     display/       every chapter: printing, heatmaps, explorers, static widget pictures
     ─────────────
-    core           functional  masks  positions  cache  modules  latent  linear  heads  conversions  sizes
+    core           functional  masks  positions  cache  modules  latent  compressed  linear  heads  conversions  sizes
                    validation  runtime  data  ablation  results  language
 
 The core, top-down in the order the chapters teach it:
@@ -26,13 +26,15 @@ The core, top-down in the order the chapters teach it:
     latent.py       MultiHeadLatentAttention: DeepSeek's keys and values through one cached latent (chapter 14);
                     with index_topk, DeepSeek-V3.2's sparse attention: a LightningIndexer picks the keys each query
                     reads, applied as a mask or gathered (chapter 17)
+    compressed.py   CompressedAttention: DeepSeek-V4's attention, a sliding window plus entries that each pool m
+                    tokens (compress_windows), all of them (HCA) or the top k of an indexer (CSA) (chapter 17)
     linear.py       a state instead of a cache (chapter 16): linear attention (T × T and running-state forms),
                     the delta rule (token by token and chunked), GatedDeltaNet (Qwen3-Next's linear layer) and
                     its StateCache
     heads.py        three ways to form heads: projection, direct split, grouped 1×1 convolution
     conversions.py  move weights between those layers (and into nn.MultiheadAttention); attention_from_transformers
-                    reads eleven decoder families' attention from transformers (Llama ... gpt-oss, DeepSeek-V3/V3.2) and
-                    Qwen3-Next's Gated DeltaNet
+                    reads twelve decoder families' attention from transformers (Llama ... gpt-oss, DeepSeek-V3,
+                    V3.2 and V4) and Qwen3-Next's Gated DeltaNet
     sizes.py        parameter counts (chapter 7), KV-cache bytes of published decoders (chapters 12, 14, 15), the
                     fixed state of their linear-attention layers (chapter 16) and the indexer's keys (chapter 17)
     data.py         the small inputs the notebooks use;  runtime.py  device and reproducibility
@@ -80,6 +82,7 @@ exercises/ — the chapters' exercise checkers, one module per chapter.
 """
 
 from .cache import KVCache
+from .compressed import CompressedAttention, compress_windows, entry_visibility
 from .conversions import (
     TRANSFORMERS_READERS,
     attention_from_deepseek,
@@ -197,6 +200,7 @@ def __dir__():
 
 
 __all__ = [
+    "CompressedAttention", "compress_windows", "entry_visibility",
     "GatedDeltaNet", "StateCache", "delta_rule", "linear_attention", "linear_attention_weights", "HYBRID_CONFIGS",
     "LinearAttentionSizes", "LightningIndexer", "SPARSE_CONFIGS", "SparseDecoderAttention",
     "MultiHeadLatentAttention", "OnlineSoftmaxState", "YaRN", "attention_from_deepseek", "flash_attention",

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 import torch
 from torch import nn
 
+from .compressed import CompressedAttention
 from .latent import MultiHeadLatentAttention
 from .linear import GatedDeltaNet
 from .modules import FusedMultiHeadAttention, MultiHeadAttention, MultiHeadAttentionWrapper
@@ -329,8 +330,8 @@ def _deinterleave_rotary_rows(layer: MultiHeadLatentAttention) -> None:
 
 def attention_from_transformers(module: nn.Module, config):
     """Our layer with the weights of a transformers attention ``module`` built from ``config``, computing what it
-    computes: a ``MultiHeadAttention`` (a ``MultiHeadLatentAttention`` for DeepSeek-V3 and V3.2, a ``GatedDeltaNet`` for
-    Qwen3-Next's linear-attention layers).
+    computes: a ``MultiHeadAttention`` (a ``MultiHeadLatentAttention`` for DeepSeek-V3 and V3.2, a
+    ``CompressedAttention`` for DeepSeek-V4, a ``GatedDeltaNet`` for Qwen3-Next's linear-attention layers).
 
     Dispatches on the module's class (``TRANSFORMERS_READERS``, one reader per family):
 
@@ -351,6 +352,9 @@ def attention_from_transformers(module: nn.Module, config):
                            and the lightning indexer (chapter 17)
     Qwen3NextGatedDeltaNet ``GatedDeltaNet`` (chapter 16): Qwen3-Next's linear-attention layers; ``in_proj_qkvz`` and
                            ``in_proj_ba`` are grouped per key head and are cut into our flat projections
+    DeepseekV4Attention    ``CompressedAttention`` (chapter 17, optional): the layer's kind from ``layer_types`` —
+                           sliding, CSA (overlapping windows and the indexer) or HCA —, its rate from
+                           ``compress_rates``, its rotary from ``rope_parameters["main"]`` or ``["compress"]``
     =====================  =========================================================================================
 
     The layer's kind is read from ``config.layer_types[module.layer_idx]``: a sliding layer gets
@@ -637,6 +641,115 @@ def _from_qwen3_next_gated_deltanet(module, config) -> GatedDeltaNet:
     return _same_mode(layer, module)
 
 
+#: DeepSeek-V4's layer kinds (``config.layer_types``)
+_V4_KINDS = ("sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention")
+
+
+def _from_deepseek_v4(module: nn.Module, config) -> CompressedAttention:
+    """DeepSeek-V4's ``DeepseekV4Attention`` (chapter 17's optional section) -> ``CompressedAttention`` of the layer's
+    kind: ``sliding_attention`` (the window only), ``compressed_sparse_attention`` (``overlap=True`` and the indexer,
+    ``index_topk=config.index_topk``), ``heavily_compressed_attention`` (``compress_rate`` alone); the rate is
+    ``config.compress_rates[kind]``. The rotary setting is the layer's: ``rope_parameters["main"]`` for a sliding
+    layer, ``["compress"]`` for the others (``"default"`` or ``"yarn"``); ``rope_dim = head_dim ×
+    partial_rotary_factor``, the trailing dimensions.
+
+    ``q_a_proj, q_a_norm, q_b_proj, kv_proj, kv_norm, o_a_proj, o_b_proj, sinks`` become ``q_down, q_norm, q_up,
+    W_kv, kv_norm, out_down, out_proj, sinks``; a compressor's ``kv_proj, gate_proj, position_bias, kv_norm`` become
+    ``compressor.W_kv, W_gate, position_bias, norm`` (the indexer's, ``indexer.compressor``'s); the indexer's
+    ``q_b_proj`` and ``scorer.weights_proj`` ``indexer.W_query`` and ``W_head_weights``. Strict: every parameter of
+    the module is copied, and every buffer (the compressors' rotary speeds) checked against ours; one that this
+    reader does not know is an error, not a weight left behind."""
+    reader = "the DeepSeek-V4 reader"
+    for name in ("q_a_proj", "q_a_norm", "q_b_proj", "q_b_norm", "kv_proj", "kv_norm", "o_a_proj", "o_b_proj",
+                 "sinks"):
+        if getattr(module, name, None) is None:
+            raise TypeError(f"{reader} reads DeepseekV4Attention (q_a_proj, q_a_norm, q_b_proj, q_b_norm, kv_proj, "
+                            f"kv_norm, o_a_proj, o_b_proj, sinks), got {type(module).__name__} without {name}")
+    _check_config_has(config, ("hidden_size", "num_attention_heads", "head_dim", "q_lora_rank", "o_groups",
+                               "o_lora_rank", "compress_rates", "index_n_heads", "index_head_dim", "rms_norm_eps"),
+                      "the DeepseekV4Config the module was built from")
+    kind = _layer_kind(module, config, reader, kinds=_V4_KINDS)
+    label = "main" if kind == "sliding_attention" else "compress"  # transformers' rope_layer_type
+    theta, yarn, fraction = _layer_rope(config, label, reader)
+    Dh = int(config.head_dim)
+    rope_dim = int(Dh * fraction)  # as transformers: int(head_dim * partial_rotary_factor)
+    if rope_dim < 2 or rope_dim % 2:
+        raise ValueError(f"{reader} needs an even rotary width head_dim × partial_rotary_factor >= 2, got "
+                         f"int({Dh} × {fraction:g}) = {rope_dim}: RoPE turns the dimensions in pairs")
+    if float(module.scaling) != Dh ** -0.5:
+        raise ValueError(f"{reader} reads a softmax scale of head_dim^-½ = {Dh ** -0.5:.6g}, got module.scaling = "
+                         f"{float(module.scaling):.6g}")
+    compressor = getattr(module, "compressor", None)
+    indexer = getattr(compressor, "indexer", None)
+    sliding, sparse = kind == "sliding_attention", kind == "compressed_sparse_attention"
+    if (compressor is None) != sliding or (indexer is None) == sparse:
+        raise TypeError(f"{reader}: a {kind} layer has {'no' if sliding else 'a'} compressor and "
+                        f"{'an' if sparse else 'no'} indexer, got "
+                        f"{type(compressor).__name__} and {type(indexer).__name__}")
+    norms = [module.q_a_norm, module.kv_norm] + [m.kv_norm for m in (compressor, indexer) if m is not None]
+    eps = {_norm_eps(norm) for norm in norms} | {float(module.q_b_norm.eps)}
+    if len(eps) != 1:
+        raise ValueError(f"{reader} reads one RMSNorm epsilon for all the layer's norms, got {sorted(eps)}")
+    weight = module.kv_proj.weight
+    layer = CompressedAttention(
+        config.hidden_size, config.num_attention_heads, Dh, q_lora_rank=config.q_lora_rank, rope_dim=rope_dim,
+        sliding_window=int(module.sliding_window), o_groups=config.o_groups, o_lora_rank=config.o_lora_rank,
+        compress_rate=None if compressor is None else int(compressor.compress_rate),
+        overlap=sparse,
+        index_topk=None if indexer is None else int(indexer.index_topk),
+        index_heads=None if indexer is None else config.index_n_heads,
+        index_head_dim=None if indexer is None else config.index_head_dim,
+        rope_theta=theta, yarn=yarn, norm_eps=eps.pop(), dropout=float(getattr(config, "attention_dropout", 0.0)),
+    ).to(device=weight.device, dtype=weight.dtype)
+    ours = {"q_a_proj.weight": layer.q_down.weight, "q_a_norm.weight": layer.q_norm.weight,
+            "q_b_proj.weight": layer.q_up.weight, "kv_proj.weight": layer.W_kv.weight,
+            "kv_norm.weight": layer.kv_norm.weight, "o_a_proj.weight": layer.out_down.weight,
+            "o_b_proj.weight": layer.out_proj.weight, "sinks": layer.sinks}
+    pooling = [("compressor.", layer.compressor)]
+    if layer.indexer is not None:
+        pooling.append(("compressor.indexer.", layer.indexer.compressor))
+        ours["compressor.indexer.q_b_proj.weight"] = layer.indexer.W_query.weight
+        ours["compressor.indexer.scorer.weights_proj.weight"] = layer.indexer.W_head_weights.weight
+    for prefix, target in pooling:
+        if target is not None:
+            ours.update({prefix + "kv_proj.weight": target.W_kv.weight,
+                         prefix + "gate_proj.weight": target.W_gate.weight,
+                         prefix + "position_bias": target.position_bias, prefix + "kv_norm.weight": target.norm.weight})
+    theirs = dict(module.named_parameters())
+    unknown, missing = sorted(set(theirs) - set(ours)), sorted(set(ours) - set(theirs))
+    if unknown or missing:
+        raise ValueError(f"{reader} copies every parameter of a {kind} layer, but the module has "
+                         f"{unknown or 'nothing'} it does not know and lacks {missing or 'nothing'}: pass the "
+                         f"DeepseekV4Attention and the config it was built from")
+    for name, target in ours.items():
+        if theirs[name].shape != target.shape:
+            raise ValueError(f"{name} has shape {tuple(theirs[name].shape)} but config implies "
+                             f"{tuple(target.shape)}: pass the config the module was built from")
+        _copy_(target, theirs[name])
+    _check_v4_buffers(module, layer, label, reader)
+    return _same_mode(layer, module)
+
+
+def _check_v4_buffers(module: nn.Module, layer: CompressedAttention, label: str, reader: str) -> None:
+    """The compressors' rotary buffers hold the layer's speeds (``{label}_inv_freq`` and its ``original_`` copy) and
+    the other label's, which they never read. Any other buffer is an error."""
+    speeds = layer.rope_speeds
+    for name, buffer in module.named_buffers():
+        owner, _, leaf = name.rpartition(".")
+        kind = leaf.removesuffix("_inv_freq").removesuffix("_original")
+        if not owner.endswith("rotary_emb") or not leaf.endswith("inv_freq") or kind not in ("main", "compress"):
+            raise ValueError(f"{reader} does not know the module's buffer {name}: pass a DeepseekV4Attention")
+        if kind != label:  # the other rotary setting: held, never read
+            continue
+        if buffer.shape != speeds.shape or not torch.allclose(buffer.to(speeds), speeds, rtol=1e-6, atol=0.0):
+            raise ValueError(f"the module's {name} are not the layer's {label!r} rotary speeds: pass the config "
+                             f"the module was built from")
+        gain = float(getattr(module.get_submodule(owner), f"{label}_attention_scaling", 1.0))
+        if gain != layer.rope_gain:
+            raise ValueError(f"the module's {owner}.{label}_attention_scaling is {gain:g}, the layer's rope gain "
+                             f"{layer.rope_gain:g}: pass the config the module was built from")
+
+
 #: class name -> reader: ``attention_from_transformers``'s dispatch table
 TRANSFORMERS_READERS = {
     "LlamaAttention": attention_from_llama,
@@ -651,4 +764,5 @@ TRANSFORMERS_READERS = {
     "DeepseekV3Attention": attention_from_deepseek,
     "DeepseekV32Attention": _from_deepseek_v32,
     "Qwen3NextGatedDeltaNet": _from_qwen3_next_gated_deltanet,
+    "DeepseekV4Attention": _from_deepseek_v4,
 }

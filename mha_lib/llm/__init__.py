@@ -1,7 +1,7 @@
 """Today's decoders (chapters 12 to 17): the pictures, widgets and reference models around the core's grouped-query
-attention, KV cache, rotary positions, sliding windows, tiled attention and latent attention (those live in the
-core: ``modules.MultiHeadAttention``, ``cache.KVCache``, ``positions``, ``masks``, ``functional.flash_attention``,
-``latent.MultiHeadLatentAttention``).
+attention, KV cache, rotary positions, sliding windows, tiled, latent, linear and compressed attention (those live in
+the core: ``modules.MultiHeadAttention``, ``cache.KVCache``, ``positions``, ``masks``, ``functional.flash_attention``,
+``latent.MultiHeadLatentAttention``, ``linear``, ``compressed.CompressedAttention``).
 
     llama.py     a tiny transformers ``LlamaAttention`` built offline (random weights) and called as Llama calls it
     deepseek.py  a tiny transformers ``DeepseekV3Attention`` built offline, called as DeepSeek-V3 calls it
@@ -23,6 +23,8 @@ core: ``modules.MultiHeadAttention``, ``cache.KVCache``, ``positions``, ``masks`
     sparse_figures.py  chapter 17: how much weight the top k keys hold (SmolLM2), the lightning indexer's cost,
                  which keys each query reads (figure and widget), masked vs gathered measured in fresh
                  processes, a tiny transformers DeepseekV32Attention
+    deepseek_v4.py   chapter 17 (optional): tiny transformers DeepseekV4Attention layers (sliding, CSA, HCA) built
+                 offline and called as DeepSeek-V4 calls them, for ``compressed.CompressedAttention``
 
 Imported on use: ``import mha_lib`` never loads transformers or matplotlib.
 """

@@ -184,7 +184,8 @@ def test_attention_from_llama_and_from_deepseek_are_entries_of_the_table():
     assert mha_lib.TRANSFORMERS_READERS["DeepseekV3Attention"] is mha_lib.attention_from_deepseek
     assert list(mha_lib.TRANSFORMERS_READERS) == [
         "LlamaAttention", "Qwen3Attention", "Olmo2Attention", "Olmo3Attention", "Gemma2Attention", "Gemma3Attention",
-        "GptOssAttention", "Qwen3NextAttention", "Llama4TextAttention", "DeepseekV3Attention", "DeepseekV32Attention", "Qwen3NextGatedDeltaNet"]
+        "GptOssAttention", "Qwen3NextAttention", "Llama4TextAttention", "DeepseekV3Attention", "DeepseekV32Attention", "Qwen3NextGatedDeltaNet",
+        "DeepseekV4Attention"]
 
 
 def test_an_unsupported_class_is_named_with_the_supported_ones():
