@@ -19,6 +19,8 @@
     tiny_deepseek_v32(seed)               a tiny transformers ``DeepseekV32Attention`` built offline, random weights
     deepseek_v32_reference(module, config, x)   its eager output and its indexer's top-k, called as V3.2 calls it
     v4_cache_numbers(config)              DeepSeek-V4's compressed attention: numbers cached per token of context
+    v4_reads_figure(layer, x)             what each query of a compressed layer reads: its window of raw tokens and
+                                          the entries (picked by the indexer in CSA layers)
 
 Imported on use by the chapter (only ``tiny_deepseek_v32`` and its reference load transformers).
 """
@@ -151,11 +153,16 @@ def selection_grid(selected, S: int) -> Tensor:
 
 def _draw_selection(ax, grid: Tensor, first_query: int, title: str) -> None:
     """Selected keys dark, visible ones skipped light, future keys grey; query i sits at ``first_query + i``."""
-    from matplotlib.colors import ListedColormap
-
     T, S = grid.shape
     future = torch.arange(S)[None, :] > (first_query + torch.arange(T))[:, None]
-    codes = torch.where(future, 2, torch.where(grid, 0, 1))
+    _draw_codes(ax, torch.where(future, 2, torch.where(grid, 0, 1)), first_query, title, _("key position s"))
+
+
+def _draw_codes(ax, codes: Tensor, first_query: int, title: str, xlabel: str) -> None:
+    """A ``(T, S)`` grid of codes: 0 read (dark), 1 visible but skipped (light), 2 not readable yet (grey)."""
+    from matplotlib.colors import ListedColormap
+
+    T, S = codes.shape
     ax.imshow(codes.numpy(), cmap=ListedColormap([SELECTED_COLOUR, SKIPPED_COLOUR, FUTURE_COLOUR]), vmin=0, vmax=2,
               interpolation="nearest", aspect="equal")
     ax.set_xticks(np.arange(-0.5, S, 1), minor=True)
@@ -166,7 +173,7 @@ def _draw_selection(ax, grid: Tensor, first_query: int, title: str) -> None:
     ax.set_xticks(range(0, S, step), [str(s) for s in range(0, S, step)])
     ax.set_yticks(range(0, T, max(1, step // 2 if T <= 8 else step)),
                   [str(first_query + t) for t in range(0, T, max(1, step // 2 if T <= 8 else step))])
-    ax.set_xlabel(_("key position s"), fontsize=TITLE_PT)
+    ax.set_xlabel(xlabel, fontsize=TITLE_PT)
     ax.set_ylabel(_("query position t"), fontsize=TITLE_PT)
     ax.tick_params(labelsize=LABEL_PT)
     ax.set_title(title, fontsize=TITLE_PT)
@@ -493,7 +500,47 @@ def v4_cache_numbers(config=None) -> dict:
     return found
 
 
+def v4_reads_figure(layer, x):
+    """What each query of ``x`` ``(1, T, D)`` reads in a compressed layer (``mha_lib.CompressedAttention``): left,
+    the raw tokens (its last ``sliding_window``; earlier ones skipped); right, the entries (a window of m tokens
+    each): read when the indexer picks them (CSA) or, without an indexer (HCA), as soon as their window is complete;
+    grey where a token is in the future or an entry's window not yet complete. Taken from the layer's own attention weights (any head: the
+    key = value head is shared)."""
+    from ..compressed import entry_visibility
+
+    x = check_tensor("x", torch.as_tensor(x), ndim=3, layout="(1, T, D)")
+    if getattr(layer, "compress_rate", None) is None:
+        raise ValueError(f"layer must be a compressed CompressedAttention (compress_rate set: a CSA or HCA layer), "
+                         f"got {type(layer).__name__} with compress_rate={getattr(layer, 'compress_rate', None)}")
+    T, m = x.shape[1], layer.compress_rate
+    with torch.no_grad():
+        _out, weights = layer(x, return_weights=True)  # (1, H, T, T + W): the raw tokens, then the entries
+    read = weights[0, 0] > 0  # (T, T + W): a key or entry a query reads gets a positive weight
+    W = read.shape[1] - T
+    positions = torch.arange(T)
+    future = positions[None, :] > positions[:, None]  # (T, T)
+    tokens = torch.where(future, 2, torch.where(read[:, :T], 0, 1))
+    entries = torch.where(~entry_visibility(positions, W, m), 2, torch.where(read[:, T:], 0, 1))  # (T, W)
+    fig = _figure(8.6, 6.2)
+    axes = fig.subplots(1, 2, width_ratios=[T, max(W, 8)])
+    _draw_codes(axes[0], tokens, 0, _("raw tokens: a window of {w}").format(w=layer.sliding_window),
+                _("token position s"))
+    picked = _("the indexer's top {k}").format(k=layer.index_topk) if layer.index_topk else _("all, once complete")
+    _draw_codes(axes[1], entries, 0, _("entries, 1 per {m} tokens:\n{picked}").format(m=m, picked=picked),
+                _("entry w"))
+    axes[1].set_ylabel("")
+    fig.legend(handles=_v4_legend(), loc="outside lower center", ncol=3, fontsize=LABEL_PT)
+    return fig
+
+
+def _v4_legend():
+    from matplotlib.patches import Patch
+
+    return [Patch(color=SELECTED_COLOUR, label=_("read")), Patch(color=SKIPPED_COLOUR, label=_("earlier, not read")),
+            Patch(color=FUTURE_COLOUR, label=_("not there yet"))]
+
+
 __all__ = ["DEMO", "MEASURED", "PATHS", "deepseek_v32_reference", "demo_input", "demo_layer", "indexer_costs",
            "mass_figure", "measure_paths", "paths_figure", "paths_header", "paths_rows", "read_numbers",
            "selection_figure", "selection_grid", "selection_widget", "selection_widget_figure", "sparse_errors",
-           "tiny_deepseek_v32", "topk_mass", "v4_cache_numbers"]
+           "tiny_deepseek_v32", "topk_mass", "v4_cache_numbers", "v4_reads_figure"]

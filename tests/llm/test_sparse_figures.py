@@ -140,3 +140,39 @@ def test_v4_cache_numbers_from_a_config():
     assert found["window"] == 256
     assert found["compressed_sparse_attention"] == {"layers": 2, "rate": 4, "per_token": 12.0}
     assert found["heavily_compressed_attention"] == {"layers": 2, "rate": 8, "per_token": 4.0}
+
+
+@pytest.mark.parametrize("kind", ["csa", "hca"])
+def test_v4_reads_figure_shows_the_window_and_the_entries_each_query_reads(kind):
+    pytest.importorskip("transformers")
+    from mha_lib.llm import deepseek_v4
+
+    module, config = deepseek_v4.tiny_deepseek_v4(kind, seed=0)
+    layer = mha_lib.attention_from_transformers(module, config)
+    T, m, W, k = 24, layer.compress_rate, layer.sliding_window, layer.index_topk
+    x = torch.randn(1, T, config.hidden_size, generator=torch.Generator().manual_seed(0))
+    fig = sf.v4_reads_figure(layer, x)
+    _readable(fig)
+    tokens, entries = (torch.as_tensor(ax.images[0].get_array()) for ax in fig.axes[:2])
+    t = torch.arange(T)[:, None]
+    assert torch.equal(tokens == 0, (torch.arange(T)[None] <= t) & (torch.arange(T)[None] > t - W))  # the window
+    assert torch.equal(tokens == 2, torch.arange(T)[None] > t)  # the future
+    complete = (t + 1) // m  # entries whose window is complete at t
+    assert torch.equal((entries != 2).sum(1), complete[:, 0])
+    read = (entries == 0).sum(1)
+    expected = torch.clamp(complete[:, 0], max=k) if kind == "csa" else complete[:, 0]
+    assert torch.equal(read, expected)
+    if kind == "csa":  # the entries read are the ones select picks
+        picked = layer.select(x)[0]
+        assert torch.equal(sf.selection_grid(picked, entries.shape[1]), entries == 0)
+
+
+def test_v4_reads_figure_refuses_a_layer_without_entries():
+    pytest.importorskip("transformers")
+    from mha_lib.llm import deepseek_v4
+
+    module, config = deepseek_v4.tiny_deepseek_v4("sliding", seed=0)
+    layer = mha_lib.attention_from_transformers(module, config)
+    with pytest.raises(ValueError, match=r"layer must be a compressed CompressedAttention .*compress_rate=None"):
+        sf.v4_reads_figure(layer, torch.zeros(1, 8, config.hidden_size))
+
