@@ -18,15 +18,17 @@ standing for a window of m tokens, pooled by a softmax over the window's slots, 
 
 The queries go through a low rank (q_down, RMSNorm, q_up) and an RMSNorm per head without weight; RoPE turns the
 *trailing* dr dimensions of queries, keys and entries in neighbouring pairs (x[2i], x[2i+1]), an entry at the
-position of its window's first token. The value is the key, so it is rotated too: the output's rotary part is turned
-back (by minus the query's position), which leaves each key's contribution a function of the distance alone. One
-learned sink logit per head; the output goes through a grouped low-rank projection (g groups of H/g heads, each to
-``o_lora_rank``, then one linear mix).
+position of the first token of its own window (w·m; a CSA entry also pools the window before). The value is the
+key, so it is rotated too: the output's rotary part is turned back (by minus the query's position), which leaves
+each key's contribution a function of the distance alone. One learned sink logit per head; the output goes through
+a grouped low-rank projection (g groups of H/g heads, each to ``o_lora_rank``, then one linear mix).
 
-Cached per token and layer (transformers decodes; here the chapter only counts): the window's last
-``sliding_window`` keys (a fixed Dh × window), then Dh/m numbers per token for the entries, and di/m more for the
-indexer's keys (CSA), besides the few raw tokens of a window not yet complete. DeepSeek-V4 (Dh = 512, di = 128): CSA
-m = 4 caches 160 numbers per token of context, HCA m = 128 caches 4, against MLA's 576 (chapter 14).
+Cached per token and layer (transformers decodes; here the chapter only counts): Dh/m numbers per token for the
+entries, and di/m more for the indexer's keys (CSA). Besides, a fixed part per layer: the window's keys (the last
+``sliding_window`` - 1 tokens; the new token completes the window) and, for the window still filling, each token's
+pooling inputs C and Z (up to m - 1 tokens: 2·Dh numbers each in HCA, 4·Dh + 4·di in CSA). DeepSeek-V4 (Dh = 512,
+di = 128): CSA m = 4 caches 160 numbers per token of context, HCA m = 128 caches 4, against DeepSeek-V3.2's 704
+(chapter 17: its latent, rotary key and indexer key).
 """
 
 from __future__ import annotations

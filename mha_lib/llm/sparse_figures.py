@@ -158,8 +158,10 @@ def _draw_selection(ax, grid: Tensor, first_query: int, title: str) -> None:
     _draw_codes(ax, torch.where(future, 2, torch.where(grid, 0, 1)), first_query, title, _("key position s"))
 
 
-def _draw_codes(ax, codes: Tensor, first_query: int, title: str, xlabel: str) -> None:
-    """A ``(T, S)`` grid of codes: 0 read (dark), 1 visible but skipped (light), 2 not readable yet (grey)."""
+def _draw_codes(ax, codes: Tensor, first_query: int, title: str, xlabel: str, *, xstep: int | None = None,
+                ystep: int | None = None) -> None:
+    """A ``(T, S)`` grid of codes: 0 read (dark), 1 visible but skipped (light), 2 not readable yet (grey); a tick
+    every ``xstep`` keys and ``ystep`` queries (default: 2 or 4, from the grid's size)."""
     from matplotlib.colors import ListedColormap
 
     T, S = codes.shape
@@ -170,9 +172,10 @@ def _draw_codes(ax, codes: Tensor, first_query: int, title: str, xlabel: str) ->
     ax.grid(which="minor", color="white", linewidth=0.6)
     ax.tick_params(which="minor", length=0)
     step = 4 if S > 12 else 2
-    ax.set_xticks(range(0, S, step), [str(s) for s in range(0, S, step)])
-    ax.set_yticks(range(0, T, max(1, step // 2 if T <= 8 else step)),
-                  [str(first_query + t) for t in range(0, T, max(1, step // 2 if T <= 8 else step))])
+    xstep = xstep or step
+    ystep = ystep or max(1, step // 2 if T <= 8 else step)
+    ax.set_xticks(range(0, S, xstep), [str(s) for s in range(0, S, xstep)])
+    ax.set_yticks(range(0, T, ystep), [str(first_query + t) for t in range(0, T, ystep)])
     ax.set_xlabel(xlabel, fontsize=TITLE_PT)
     ax.set_ylabel(_("query position t"), fontsize=TITLE_PT)
     ax.tick_params(labelsize=LABEL_PT)
@@ -524,10 +527,10 @@ def v4_reads_figure(layer, x):
     fig = _figure(8.6, 6.2)
     axes = fig.subplots(1, 2, width_ratios=[T, max(W, 8)])
     _draw_codes(axes[0], tokens, 0, _("raw tokens: a window of {w}").format(w=layer.sliding_window),
-                _("token position s"))
+                _("token position s"), ystep=1)
     picked = _("the indexer's top {k}").format(k=layer.index_topk) if layer.index_topk else _("all, once complete")
     _draw_codes(axes[1], entries, 0, _("entries, 1 per {m} tokens:\n{picked}").format(m=m, picked=picked),
-                _("entry w"))
+                _("entry w"), xstep=1, ystep=1)
     axes[1].set_ylabel("")
     fig.legend(handles=_v4_legend(), loc="outside lower center", ncol=3, fontsize=LABEL_PT)
     return fig
@@ -536,7 +539,7 @@ def v4_reads_figure(layer, x):
 def _v4_legend():
     from matplotlib.patches import Patch
 
-    return [Patch(color=SELECTED_COLOUR, label=_("read")), Patch(color=SKIPPED_COLOUR, label=_("earlier, not read")),
+    return [Patch(color=SELECTED_COLOUR, label=_("read")), Patch(color=SKIPPED_COLOUR, label=_("not read")),
             Patch(color=FUTURE_COLOUR, label=_("not there yet"))]
 
 
