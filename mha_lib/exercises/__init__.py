@@ -162,11 +162,12 @@ NOT_A_NUMBER = N_("expected a number (an int), got {kind}.")
 NOT_WHOLE_BYTES = N_("your function returned {value}: a number of bytes is a finite whole number.")
 
 
-def count_answers(exercise: str, student_fn: Callable[..., Any], cases, *,
-                  not_whole: str = NOT_WHOLE_BYTES) -> "list[int] | Feedback":
+def count_answers(exercise: str, student_fn: Callable[..., Any], cases, *, not_whole: str | Callable = NOT_WHOLE_BYTES,
+                  where: Callable[..., str] | None = None) -> "list[int] | Feedback":
     """The student's counts for each argument tuple in ``cases``, as exact ints, or the Feedback that ends the
-    check: the function's own failure (``attempt``), an answer that is not a number, or one that is not whole
-    (``not_whole``, formatted with ``value``)."""
+    check: the function's own failure (``attempt``), an answer that is not a number, or one that is not a finite
+    whole number: ``not_whole`` formatted with ``value`` (the answer), or a function of the float that gives the
+    message. ``where(message, *case)``, when given, says for which case (``"for d_model=8, ...: {message}"``)."""
     answers = []
     for args in cases:
         answer = attempt(exercise, student_fn, *args)
@@ -176,7 +177,8 @@ def count_answers(exercise: str, student_fn: Callable[..., Any], cases, *,
         if value is None:
             return failed(exercise, _(NOT_A_NUMBER).format(kind=type(answer).__name__))
         if isinstance(value, float):
-            return failed(exercise, _(not_whole).format(value=answer))
+            message = not_whole(value) if callable(not_whole) else _(not_whole).format(value=answer)
+            return failed(exercise, where(message, *args) if where else message)
         answers.append(value)
     return answers
 

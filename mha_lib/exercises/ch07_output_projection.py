@@ -19,7 +19,7 @@ import torch
 from ..functional import merge_heads
 from ..sizes import attention_parameter_count
 from ..language import N_, gettext as _
-from . import NOT_A_NUMBER, Feedback, as_count, attempt, compare, failed, passed
+from . import Feedback, attempt, compare, count_answers, failed, named_mistake, passed, shown_count
 
 Tensor = torch.Tensor
 
@@ -104,12 +104,8 @@ def _parameter_mistakes(d: int, h: int, bias: bool) -> dict[str, int]:
     }
 
 
-def _as_number(answer) -> int | str | None:
-    """The student's count as an exact int (``as_count``); a message (str) for NaN, inf or a fraction."""
-    value = as_count(answer)
-    if isinstance(value, float):
-        return _(NOT_FINITE if not math.isfinite(value) else NOT_WHOLE).format(value=value)
-    return value
+def _not_whole(value: float) -> str:
+    return _(NOT_FINITE if not math.isfinite(value) else NOT_WHOLE).format(value=value)
 
 
 def check_parameter_count(student_fn: Callable[[int, int, bool], int]) -> Feedback:
@@ -117,30 +113,20 @@ def check_parameter_count(student_fn: Callable[[int, int, bool], int]) -> Feedba
     ``4·D² + 4·D`` with biases, ``4·D²`` without, for any number of heads."""
     name = "parameter_count"
     expected = [attention_parameter_count(d, bias) for d, _, bias in PARAMETER_CASES]  # before any call
-    answers = []
-    for d, h, bias in PARAMETER_CASES:
-        answer = attempt(name, student_fn, d, h, bias)
-        if isinstance(answer, Feedback):
-            return answer
-        value = _as_number(answer)
-        if value is None:
-            return failed(name, _(NOT_A_NUMBER).format(kind=type(answer).__name__))
-        if isinstance(value, str):
-            return failed(name, _("for d_model={d}, num_heads={h}, bias={bias}: {problem}").format(
-                d=d, h=h, bias=bias, problem=value))
-        answers.append(value)
-
-    wrong = [i for i, (value, right) in enumerate(zip(answers, expected)) if value != right]
-    if not wrong:
+    answers = count_answers(name, student_fn, PARAMETER_CASES, not_whole=_not_whole, where=lambda problem, d, h, bias:
+                            _("for d_model={d}, num_heads={h}, bias={bias}: {problem}").format(
+                                d=d, h=h, bias=bias, problem=problem))
+    if isinstance(answers, Feedback):
+        return answers
+    if answers == expected:
         return passed(name, N_("correct: 2,362,368 for GPT-2 small, 10,246,400 for GPT-2 XL, whatever the heads."))
-    tables = [_parameter_mistakes(*case) for case in PARAMETER_CASES]
-    for message in tables[0]:
-        # recognised when the mistake explains every wrong answer (the right ones may coincide with it)
-        if all(answers[i] == tables[i][message] for i in wrong):
-            return failed(name, message)
-    (d, h, bias), value = PARAMETER_CASES[wrong[0]], answers[wrong[0]]
-    shown = f"{value:,}" if len(str(value)) <= 30 else _("a number of {n} digits").format(n=len(str(value)))
+    mistake = named_mistake(answers, expected, [_parameter_mistakes(*case) for case in PARAMETER_CASES])
+    if mistake:
+        return failed(name, mistake)
+    i = next(i for i, (value, right) in enumerate(zip(answers, expected)) if value != right)
+    d, h, bias = PARAMETER_CASES[i]
     return failed(name, _("for d_model={d}, num_heads={h}, bias={bias} you returned {shown}, expected {expected}.")
-                  .format(d=d, h=h, bias=bias, shown=shown, expected=f"{expected[wrong[0]]:,}"))
+                  .format(d=d, h=h, bias=bias, shown=shown_count(answers[i]), expected=f"{expected[i]:,}"))
+
 
 __all__ = ["check_output_projection", "check_parameter_count"]

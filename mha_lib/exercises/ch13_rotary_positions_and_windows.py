@@ -18,7 +18,7 @@ import torch
 from ..language import N_, gettext as _
 from ..masks import causal_mask, sliding_window_mask
 from ..positions import apply_rope, apply_rope_interleaved, rope_frequencies, rotate_half
-from . import NOT_A_NUMBER, Feedback, as_count, attempt, compare, failed, passed, refuse
+from . import Feedback, attempt, compare, count_answers, failed, named_mistake, passed, refuse, shown_count
 
 Tensor = torch.Tensor
 
@@ -179,13 +179,6 @@ def check_window_mask(student_fn: Callable[[int, int], Tensor]) -> Feedback:
     return passed(name, N_("correct: query t sees keys t - W + 1 .. t, W keys at most, itself included."))
 
 
-def _as_count(answer) -> int | str | None:
-    """The student's answer as an exact int (``as_count``); None when it is not a real number; a message (str)
-    for NaN, inf or a fraction."""
-    value = as_count(answer)
-    return _(REACH_NOT_WHOLE).format(value=value) if isinstance(value, float) else value
-
-
 def _reach_mistakes(layers: int, window: int) -> dict[str, int]:
     return {
         REACH_TIMES_W: layers * window,
@@ -202,35 +195,22 @@ def check_reach(student_fn: Callable[[int, int], int]) -> Feedback:
     ``L·(W - 1) + 1`` (its own position included)."""
     name = "reach"
     expected = [L * (W - 1) + 1 for L, W in REACH_CASES]  # before any call (the tests check it against the masks)
-    answers = []
-    for L, W in REACH_CASES:
-        answer = attempt(name, student_fn, L, W)
-        if isinstance(answer, Feedback):
-            return answer
-        value = _as_count(answer)
-        if value is None:
-            return failed(name, _(NOT_A_NUMBER).format(kind=type(answer).__name__))
-        if isinstance(value, str):
-            return failed(name, _("for layers = {layers}, window = {window}: {message}").format(
-                layers=L, window=W, message=value))
-        answers.append(value)
-    wrong = [i for i, (value, right) in enumerate(zip(answers, expected)) if value != right]
-    if not wrong:
+    answers = count_answers(name, student_fn, REACH_CASES, not_whole=REACH_NOT_WHOLE, where=lambda message, L, W:
+                            _("for layers = {layers}, window = {window}: {message}").format(
+                                layers=L, window=W, message=message))
+    if isinstance(answers, Feedback):
+        return answers
+    if answers == expected:
         return passed(name, _("correct: L·(W - 1) + 1 positions; with a window of W keys (the query's own included), "
                               "Mistral 7B's 32 layers and W = 4,096 let a token read {count} positions.").format(
             count=f"{32 * 4095 + 1:,}"))
-    tables = [_reach_mistakes(L, W) for L, W in REACH_CASES]
-    for message in tables[0]:
-        # named when the slip explains every wrong answer (on some cases it may give the right one)
-        if all(answers[i] == tables[i][message] for i in wrong):
-            return failed(name, message)
-    (L, W), value = REACH_CASES[wrong[0]], answers[wrong[0]]
-    if len(str(value)) > 30:
-        return failed(name, _("for layers = {layers}, window = {window} you returned a number of {digits} digits, "
-                              "expected {expected}.").format(layers=L, window=W, digits=len(str(value)),
-                                                             expected=f"{expected[wrong[0]]:,}"))
+    mistake = named_mistake(answers, expected, [_reach_mistakes(L, W) for L, W in REACH_CASES])
+    if mistake:
+        return failed(name, mistake)
+    i = next(i for i, (value, right) in enumerate(zip(answers, expected)) if value != right)
+    (L, W) = REACH_CASES[i]
     return failed(name, _("for layers = {layers}, window = {window} you returned {shown}, expected {expected}.").format(
-        layers=L, window=W, shown=f"{value:,}", expected=f"{expected[wrong[0]]:,}"))
+        layers=L, window=W, shown=shown_count(answers[i]), expected=f"{expected[i]:,}"))
 
 
 __all__ = ["check_apply_rope", "check_reach", "check_window_mask"]
