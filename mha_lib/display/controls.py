@@ -74,11 +74,29 @@ def dropdown(description: str, options, value):
 
 def toggle_buttons(description: str, options, value, *, button_width: str):
     """A row of buttons, one per option, its label in the label column. The row is as wide as its buttons
-    (``width="auto"``): at ipywidgets' default inline width of 300 px the buttons wrapped under the label."""
+    (``width="auto"``: at ipywidgets' default inline width of 300 px the buttons wrapped under the label), and a flex
+    row (ipywidgets 8 stacked the label above the buttons); ``label_column_css`` right-aligns the label."""
     from ipywidgets import Layout, ToggleButtons
 
-    return ToggleButtons(options=options, value=value, description=description,
-                         style={**STYLE, "button_width": button_width}, layout=Layout(width="auto"))
+    buttons = ToggleButtons(options=options, value=value, description=description,
+                            style={**STYLE, "button_width": button_width},
+                            layout=Layout(width="auto", display="flex", flex_flow="row nowrap", align_items="center"))
+    buttons.add_class(TOGGLE_CLASS)
+    return buttons
+
+
+TOGGLE_CLASS = "mha-toggle-buttons"
+
+
+def label_column_css():
+    """An empty, zero-height HTML widget whose style right-aligns the labels of ``toggle_buttons`` as the sliders'
+    and menus' labels are (ipywidgets 8 left-aligns a ToggleButtons' label; 7.7 already right-aligns it). Place it
+    once in the box that holds the buttons."""
+    from ipywidgets import HTML, Layout
+
+    return HTML(f"<style>.{TOGGLE_CLASS} > label {{ text-align: right; padding-right: 8px; box-sizing: border-box; }}"
+                "</style>",
+                layout=Layout(height="0px", margin="0px"))
 
 
 def toggle(description: str, value: bool):

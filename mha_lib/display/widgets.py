@@ -376,6 +376,7 @@ def _explorer_class():
             self.caption = widgets.HTML()
             self.image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", height="auto"))
             self.children = [
+                controls.label_column_css(),
                 c["sentence"],
                 c["d_model"],
                 c["num_heads"],

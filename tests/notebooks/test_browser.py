@@ -500,6 +500,13 @@ def test_explorer_in_jupyterlab(browser, jupyterlab):
         before = image.evaluate(IMAGE_FACTS)
 
         heads = explorer.locator(".widget-toggle-buttons", has_text="heads H")
+        # the buttons' label stands in the label column, on the buttons' row, as a menu's label does (ipywidgets 8
+        # stacked it above the buttons, left-aligned)
+        label, button = heads.locator("label").bounding_box(), heads.get_by_role("button").first.bounding_box()
+        menu_label = explorer.locator(".widget-dropdown", has_text="sentence").locator("label").bounding_box()
+        assert abs((label["y"] + label["height"] / 2) - (button["y"] + button["height"] / 2)) < 6, (label, button)
+        assert abs(label["x"] - menu_label["x"]) < 4, (label, menu_label)  # the same column, to a margin
+        assert heads.locator("label").evaluate("e => getComputedStyle(e).textAlign") == "right"
         start = time.perf_counter()
         heads.get_by_role("button", name="8", exact=True).click()
         expect(caption).to_contain_text("8 heads", timeout=30_000)
