@@ -24,10 +24,13 @@ Tensor = torch.Tensor
 #: our short names and transformers' layer kinds
 V4_LAYERS = {"sliding": "sliding_attention", "csa": "compressed_sparse_attention",
              "hca": "heavily_compressed_attention"}
-#: GUIDE §13's tiny configuration; ``tiny_deepseek_v4``'s overrides replace any of these
+#: GUIDE §13's tiny configuration, with 8 indexer heads instead of 2: with 2, ReLU scores some entries exactly 0 for
+#: a query (both heads negative), and which of two tied entries a top-k keeps is arbitrary (transformers' own
+#: token-by-token decoding then picks otherwise than its one-call forward); ``tiny_deepseek_v4``'s overrides replace
+#: any of these
 V4_SIZES = dict(hidden_size=64, num_attention_heads=4, head_dim=32, q_lora_rank=16, partial_rotary_factor=0.25,
                 compress_rates={"compressed_sparse_attention": 4, "heavily_compressed_attention": 8}, sliding_window=6,
-                o_groups=2, o_lora_rank=16, index_n_heads=2, index_head_dim=16, index_topk=3,
+                o_groups=2, o_lora_rank=16, index_n_heads=8, index_head_dim=16, index_topk=3,
                 max_position_embeddings=512)
 
 

@@ -311,6 +311,47 @@ def test_an_indexer_that_keeps_every_entry_is_the_layer_without_one():
     assert torch.equal((picked >= 0).sum(-1), first.clamp(max=2).expand(2, -1))
 
 
+def _decoded_token_by_token(modules, config, x):
+    """transformers' three layers stepped together through one ``DynamicCache`` (its DeepSeek-V4 cache layers), one
+    token at a time, the mask built from the cache as the model builds it: the outputs ``(B, T, D)`` per layer."""
+    from transformers import DynamicCache
+    from transformers.masking_utils import create_sliding_window_causal_mask
+    from transformers.models.deepseek_v4.modeling_deepseek_v4 import DeepseekV4RotaryEmbedding
+
+    cache, rotary = DynamicCache(config=config), DeepseekV4RotaryEmbedding(config)
+    outputs = {kind: [] for kind in modules}
+    with torch.no_grad():
+        for t in range(x.shape[1]):
+            token, position = x[:, t:t + 1], torch.tensor([[t]])
+            embeddings = {label: rotary(token, position, layer_type=label) for label in ("main", "compress")}
+            mask = create_sliding_window_causal_mask(config=config, inputs_embeds=token, attention_mask=None,
+                                                     past_key_values=cache, position_ids=position)
+            for kind, module in modules.items():  # in layer order: the mask reads layer 0's cache
+                out, _weights = module(token, position_embeddings=embeddings, position_ids=position,
+                                       attention_mask=mask, past_key_values=cache)
+                outputs[kind].append(out)
+    return {kind: torch.cat(out, dim=1) for kind, out in outputs.items()}
+
+
+@pytest.mark.parametrize("index_heads, same", [(8, True), (2, False)], ids=["8 indexer heads", "2: ties"])
+def test_transformers_decoding_equals_the_one_call_forward_we_reproduce_unless_the_indexer_ties(index_heads, same):
+    """Our layer equals transformers' one-call forward; its token-by-token decoding (DeepseekV4CSACache,
+    DeepseekV4HCACache) gives the same outputs, so that forward is the layer's meaning. With 2 indexer heads, ReLU
+    scores two entries exactly 0 for some query and the tie falls otherwise: the chapter's tiny layers use 8."""
+    built = {kind: tiny_deepseek_v4(kind, seed=0, index_n_heads=index_heads) for kind in V4_LAYERS}
+    modules, config = {kind: module for kind, (module, _c) in built.items()}, built["sliding"][1]
+    x = torch.randn(1, 24, config.hidden_size, generator=torch.Generator().manual_seed(0))
+    decoded = _decoded_token_by_token(modules, config, x)
+    for kind, module in modules.items():
+        expected, _weights = deepseek_v4_forward(module, config, x)
+        equal = bool((decoded[kind] - expected).abs().max() <= 1e-5 * expected.abs().max())
+        assert equal == (same or kind != "csa"), (kind, (decoded[kind] - expected).abs().max())
+    if not same:  # the tie itself: two visible entries scored exactly 0 by our indexer too
+        layer = mha_lib.attention_from_transformers(modules["csa"], config)
+        scores = layer.index_scores(x)[0]  # (T, W), -inf where not visible
+        assert any(int((row == 0).sum()) >= 2 for row in scores)
+
+
 def test_the_module_is_strict_about_the_weights_it_reads():
     module, config = tiny_deepseek_v4("csa", seed=7)
     module.extra = torch.nn.Parameter(torch.zeros(3))
