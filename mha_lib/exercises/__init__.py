@@ -185,8 +185,8 @@ def count_answers(exercise: str, student_fn: Callable[..., Any], cases, *, not_w
 
 def named_mistake(answers: list, expected: list, tables: "list[Mapping[str, Any]]") -> str | None:
     """The one mistake (a key of ``tables[i]``, which maps each message to what that mistake gives on case i)
-    that explains every wrong answer, or None when none or several do. A case the student got right may coincide
-    with the mistake; a message that two slips share is not named, since the checker cannot tell which it was."""
+    that explains every wrong answer, or None when none does, or several do (the checker cannot tell which slip
+    it was, and never names a wrong one). A case the student got right may coincide with the mistake."""
     wrong = [i for i, (value, right) in enumerate(zip(answers, expected)) if value != right]
     named = [message for message in tables[0] if all(answers[i] == tables[i][message] for i in wrong)]
     return named[0] if wrong and len(named) == 1 else None
